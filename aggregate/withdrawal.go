@@ -1,0 +1,309 @@
+package aggregate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Withdrawal is the state of one withdrawal: the fold of its stream. It is a
+// value; Evolve returns a new one and never changes its input (slices are
+// copied before they grow). Treat the slices as read-only.
+type Withdrawal struct {
+	ID    string `json:"id"` // the operation_id, canonical UUID; the stream id
+	State State  `json:"state"`
+	// Version is the number of events folded, which is the aggregate version
+	// the store reports when the stream is folded from its start. Callers
+	// holding a store position may overwrite it.
+	Version uint64 `json:"version"`
+
+	Account     string    `json:"account"`
+	ToAddress   string    `json:"to_address"`
+	Amount      Amount    `json:"amount"` // at the asset's scale
+	Asset       string    `json:"asset"`
+	RequestedBy string    `json:"requested_by"`
+	RequestedAt time.Time `json:"requested_at"`
+
+	// RequiredApprovals and Rule come from the policy snapshot at request
+	// time, updated by later approvals and invalidations (each of which
+	// evaluates the policy then in force); PolicyVersion says which.
+	RequiredApprovals int                   `json:"required_approvals"`
+	Rule              string                `json:"rule"`
+	PolicyVersion     int                   `json:"policy_version"`
+	Approvals         []Approval            `json:"approvals"`
+	ApprovedAt        time.Time             `json:"approved_at"`            // zero unless approved; orders the ready queue
+	Invalidation      *ApprovalsInvalidated `json:"invalidation,omitempty"` // the latest
+
+	Reserved   bool      `json:"reserved"`
+	ReservedAt time.Time `json:"reserved_at"`
+
+	Route Route `json:"route"`
+	Claim Claim `json:"claim"`
+
+	// Attempt counts envelopes (1 = the first); Envelope is the current one.
+	Attempt    int        `json:"attempt"`
+	Envelope   Envelope   `json:"envelope"`
+	Signature  string     `json:"signature,omitempty"`
+	Sends      int        `json:"sends"` // intents recorded for the current attempt
+	Acceptance Acceptance `json:"acceptance"`
+	Retired    []Retired  `json:"retired"`
+
+	Confirmation Confirmation `json:"confirmation"`
+
+	// Reason, Detail and ResolvedBy describe a rejection or a failure.
+	Reason     string `json:"reason,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	ResolvedBy string `json:"resolved_by,omitempty"`
+
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Claim is the broadcast saga's lease on a withdrawal.
+type Claim struct {
+	Worker     string    `json:"worker,omitempty"`
+	LeaseUntil time.Time `json:"lease_until"`
+	At         time.Time `json:"at"`
+}
+
+// HeldAt reports whether the lease is held by someone at time t.
+func (c Claim) HeldAt(t time.Time) bool { return c.Worker != "" && t.Before(c.LeaseUntil) }
+
+// Acceptance is what the network said about the current attempt's last
+// accepted send.
+type Acceptance struct {
+	Send   int       `json:"send,omitempty"`
+	Result string    `json:"result,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Retired is an envelope that a rebuild replaced, with its proof of death.
+type Retired struct {
+	TxID       string    `json:"txid"`
+	Attempt    int       `json:"attempt"`
+	Evidence   Evidence  `json:"evidence"`
+	ReplacedBy string    `json:"replaced_by"`
+	At         time.Time `json:"at"`
+}
+
+// Confirmation is the on-chain outcome (zero for internal settlements,
+// which have none).
+type Confirmation struct {
+	TxID        string    `json:"txid,omitempty"`
+	BlockNumber int64     `json:"block_number,omitempty"`
+	BlockTime   int64     `json:"block_time,omitempty"`
+	Receipt     string    `json:"receipt,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// Exists reports whether the withdrawal has been requested.
+func (w Withdrawal) Exists() bool { return w.State != StateNone }
+
+// Terminal reports whether the withdrawal has ended (confirmed, rejected,
+// failed).
+func (w Withdrawal) Terminal() bool { return w.State.IsTerminal() }
+
+// TxID is the current envelope's txid, "" before the first envelope.
+func (w Withdrawal) TxID() string { return w.Envelope.TxID }
+
+// ReadyToSend reports whether the broadcast saga may take the withdrawal:
+// approved and its amount reserved.
+func (w Withdrawal) ReadyToSend() bool { return w.State == StateApproved && w.Reserved }
+
+// HasApproval reports whether principal has approved.
+func (w Withdrawal) HasApproval(principal string) bool {
+	return slices.ContainsFunc(w.Approvals, func(a Approval) bool { return a.By == principal })
+}
+
+// RetiredTxIDs lists the txids retired by rebuilds, oldest first.
+func (w Withdrawal) RetiredTxIDs() []string {
+	out := make([]string, len(w.Retired))
+	for i, r := range w.Retired {
+		out[i] = r.TxID
+	}
+	return out
+}
+
+// KnowsTxID reports whether txid is the current or a retired envelope's.
+func (w Withdrawal) KnowsTxID(txid string) bool {
+	return txid != "" && (txid == w.Envelope.TxID || w.isRetired(txid))
+}
+
+func (w Withdrawal) isRetired(txid string) bool {
+	return slices.ContainsFunc(w.Retired, func(r Retired) bool { return r.TxID == txid })
+}
+
+// EnsureApproved checks the approvals given against the policy in force now
+// (used before anything is signed or settled): the distinct approvals
+// recorded — never the requester's, which cannot be recorded — must reach
+// what current requires for the amount. Approvals given under an older
+// policy version still count; it is their number that must suffice.
+func EnsureApproved(w Withdrawal, current Policy) error {
+	if err := current.Validate(); err != nil {
+		return err
+	}
+	rule := current.RuleFor(w.Amount)
+	if len(w.Approvals) < rule.Approvers {
+		return newError(CodeApprovalsInsufficient, "", "rule %q of policy %q v%d needs %d approvals, %d given",
+			rule.Name, current.Name, current.Version, rule.Approvers, len(w.Approvals))
+	}
+	return nil
+}
+
+// Evolve applies one event and returns the new state. The log is written
+// only through Decide, so every stored event is legal; an event the table
+// does not allow from the current state is nevertheless ignored (only the
+// version advances) rather than trusted — Audit reports it.
+func Evolve(w Withdrawal, e Event) Withdrawal {
+	w.Version++
+	to, err := NextState(w.State, eventType(e))
+	if err != nil {
+		return w
+	}
+	w.UpdatedAt = e.OccurredAt()
+	switch ev := e.(type) {
+	case Requested:
+		w.ID, w.Account, w.ToAddress, w.Amount = ev.ID, ev.Account, ev.ToAddress, ev.Amount
+		w.Asset, w.RequestedBy, w.RequestedAt = ev.Asset, ev.RequestedBy, ev.At
+		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
+		if as, err := LookupAsset(ev.Asset); err == nil {
+			if a, err := ev.Amount.In(as); err == nil {
+				w.Amount = a // a decoded amount carries the scale it was written with; pin it
+			}
+		}
+	case ApprovalRecorded:
+		w.Approvals = append(slices.Clip(w.Approvals), ev.Approval)
+		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Approval.Rule, ev.Approval.PolicyVersion
+	case Approved:
+		w.Approvals = append(slices.Clip(w.Approvals), ev.Approval)
+		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Approval.Rule, ev.Approval.PolicyVersion
+		w.ApprovedAt = ev.At
+		w.Reason = "" // a policy_tightened reason is history once approved again
+	case ApprovalsInvalidated:
+		inv := ev
+		w.Invalidation = &inv
+		w.Reason = ev.Reason
+		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
+		w.ApprovedAt = time.Time{}
+		w.Claim = Claim{} // a claim is on a ready withdrawal; this one is no longer ready
+	case Rejected:
+		w.Reason, w.Detail, w.ResolvedBy = ev.Reason, ev.Detail, ev.By
+	case FundsReserved:
+		w.Reserved, w.ReservedAt = true, ev.At
+	case Claimed:
+		w.Claim = Claim{Worker: ev.Worker, LeaseUntil: ev.LeaseUntil, At: ev.At}
+	case Routed:
+		w.Route = ev.Route
+	case SettledInternally:
+		w.Claim = Claim{}
+	case EnvelopeBuilt:
+		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
+		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
+	case Signed:
+		w.Signature = ev.Signature
+	case Broadcasting:
+		w.Sends = ev.Send
+	case BroadcastAccepted:
+		w.Acceptance = Acceptance{Send: ev.Send, Result: ev.Result, At: ev.At}
+	case Rebuilt:
+		w.Retired = append(slices.Clip(w.Retired), Retired{
+			TxID: ev.RetiredTxID, Attempt: w.Attempt, Evidence: ev.Evidence, ReplacedBy: ev.Envelope.TxID, At: ev.At,
+		})
+		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
+		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
+	case Confirmed:
+		w.Confirmation = Confirmation{TxID: ev.TxID, BlockNumber: ev.BlockNumber, BlockTime: ev.BlockTime, Receipt: ev.Receipt, At: ev.At}
+		w.Claim = Claim{}
+	case Failed:
+		w.Reason, w.Detail = ev.Reason, ev.Detail
+		w.Claim = Claim{}
+	}
+	w.State = to
+	return w
+}
+
+// Apply is Evolve as a method: w.Apply(e) == Evolve(w, e).
+func (w Withdrawal) Apply(e Event) Withdrawal { return Evolve(w, e) }
+
+// Fold replays a withdrawal stream from its start.
+func Fold(events []Event) Withdrawal {
+	var w Withdrawal
+	for _, e := range events {
+		w = Evolve(w, e)
+	}
+	return w
+}
+
+// Audit replays a stream and checks every event against the table and the
+// rules Decide enforces on its data (txid = sha256(raw), rebuild evidence,
+// distinct non-requester approvals, …). It returns the state folded so far
+// and, on the first event that could not have been decided, an error naming
+// its position (1-based, as the store's aggregate version).
+func Audit(events []Event) (Withdrawal, error) {
+	var w Withdrawal
+	for i, e := range events {
+		if err := checkEvent(w, e); err != nil {
+			return w, fmt.Errorf("event %d (%s): %w", i+1, eventType(e), err)
+		}
+		w = Evolve(w, e)
+	}
+	return w, nil
+}
+
+func eventType(e Event) string {
+	if e == nil {
+		return ""
+	}
+	return e.EventType()
+}
+
+// WithdrawalView is CONTRACT.md's withdrawal JSON (absent values as null),
+// plus a few additions the contract allows.
+type WithdrawalView struct {
+	ID                string     `json:"id"`
+	State             State      `json:"state"`
+	Version           uint64     `json:"version"`
+	Account           string     `json:"account"`
+	ToAddress         string     `json:"to_address"`
+	Amount            string     `json:"amount"`
+	AmountUnits       string     `json:"amount_units"`
+	Asset             string     `json:"asset"`
+	RequestedBy       string     `json:"requested_by"`
+	RequiredApprovals int        `json:"required_approvals"`
+	Approvals         []Approval `json:"approvals"`
+	Route             Route      `json:"route"`
+	TxID              *string    `json:"txid"`
+	Attempt           int        `json:"attempt"`
+	Reason            *string    `json:"reason"`
+	Terminal          bool       `json:"terminal"`
+
+	Reserved     bool       `json:"reserved"`
+	RequestedAt  time.Time  `json:"requested_at"`
+	ApprovedAt   *time.Time `json:"approved_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	RetiredTxIDs []string   `json:"retired_txids"`
+}
+
+// View renders the withdrawal for the API.
+func (w Withdrawal) View() WithdrawalView {
+	v := WithdrawalView{
+		ID: w.ID, State: w.State, Version: w.Version, Account: w.Account, ToAddress: w.ToAddress,
+		Amount: w.Amount.String(), AmountUnits: w.Amount.UnitsString(), Asset: w.Asset,
+		RequestedBy: w.RequestedBy, RequiredApprovals: w.RequiredApprovals,
+		Approvals: append([]Approval{}, w.Approvals...), Route: w.Route, Attempt: w.Attempt,
+		Terminal: w.Terminal(), Reserved: w.Reserved, RequestedAt: w.RequestedAt,
+		UpdatedAt: w.UpdatedAt, RetiredTxIDs: w.RetiredTxIDs(),
+	}
+	if w.Envelope.TxID != "" {
+		txid := w.Envelope.TxID
+		v.TxID = &txid
+	}
+	if w.Reason != "" {
+		r := w.Reason
+		v.Reason = &r
+	}
+	if !w.ApprovedAt.IsZero() {
+		t := w.ApprovedAt
+		v.ApprovedAt = &t
+	}
+	return v
+}
