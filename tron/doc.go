@@ -1,1 +1,22 @@
+// Package tron is the TRON rail: addresses, the byte-exact protobuf encoding
+// of TRC-20 transfer transactions and their txid, the signer boundary, the
+// Node interface the broadcast saga talks to, and a fault-injecting simulated
+// node (SimNode) that stands in for java-tron in tests, the demo and the
+// default `weir serve`.
+//
+// What this room is for:
+//   - Turning (owner, to, amount, reference block, times) into raw_data bytes
+//     whose sha256 is the txid. Those bytes are produced once and are then the
+//     thing that is stored, signed and sent: nothing here re-serialises a
+//     decoded transaction for hashing or sending (DecodeRaw keeps the original
+//     bytes; EncodeRaw exists to prove byte compatibility, not to rebuild).
+//   - Classifying what a node says (BroadcastResult, TxStatus) without
+//     over-trusting it: DUP, "expired", SERVER_BUSY, unknown codes and
+//     timeouts are ambiguous, never proof that a transaction did or did not
+//     land. Only chain time from solid blocks can prove death; the saga owns
+//     that proof, this package only supplies honest inputs for it.
+//
+// What it must not do: know about withdrawals, accounts, policies or the
+// event store (it imports only the standard library and crypto libraries),
+// read the wall clock to decide anything about the chain, or log key material.
 package tron

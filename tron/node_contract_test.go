@@ -1,0 +1,15 @@
+package tron_test
+
+import (
+	"testing"
+
+	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/nodetest"
+)
+
+func TestSimNodeSatisfiesTheNodeContract(t *testing.T) {
+	nodetest.Run(t, func(t *testing.T, cfg tron.SimConfig) nodetest.Harness {
+		sim := tron.NewSimNode(cfg)
+		return nodetest.Harness{Node: sim, Sim: sim}
+	})
+}

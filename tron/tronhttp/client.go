@@ -1,0 +1,238 @@
+package tronhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/weir-payouts/weir/tron"
+)
+
+// maxResponseBody bounds what the client reads from a node.
+const maxResponseBody = 8 << 20
+
+// DefaultTimeout is the per-request timeout of the client NewHTTPNode
+// creates when given none.
+const DefaultTimeout = 10 * time.Second
+
+// Client is a tron.Node over java-tron's HTTP API.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+var _ tron.Node = (*Client)(nil)
+
+// NewHTTPNode returns a Node talking to the java-tron HTTP API at baseURL
+// (e.g. "https://api.trongrid.io" or a local node's "http://127.0.0.1:8090").
+// hc nil means a client with DefaultTimeout. API keys or other headers go in
+// hc.Transport.
+func NewHTTPNode(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultTimeout}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+}
+
+// post sends body as JSON to path and decodes the answer into out. Every
+// failure is mapped to the tron catalogue: timeouts (the caller's deadline,
+// the client's timeout, a 504/408) wrap tron.ErrTimeout; other transport
+// failures and server errors wrap tron.ErrUnavailable; an answer that cannot
+// be read wraps tron.ErrBadResponse.
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("tronhttp: %s: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if w := tron.WorkerFrom(ctx); w != "" {
+		req.Header.Set(WorkerHeader, w)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if isTimeout(ctx, err) {
+			return fmt.Errorf("%w: %s: %w", tron.ErrTimeout, path, err)
+		}
+		return fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil {
+		if isTimeout(ctx, err) {
+			return fmt.Errorf("%w: %s: reading answer: %w", tron.ErrTimeout, path, err)
+		}
+		return fmt.Errorf("%w: %s: reading answer: %w", tron.ErrUnavailable, path, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout:
+		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrTimeout, path, resp.StatusCode, snippet(data))
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrUnavailable, path, resp.StatusCode, snippet(data))
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrBadResponse, path, resp.StatusCode, snippet(data))
+	}
+	var e errorResponse
+	if json.Unmarshal(data, &e) == nil && e.Error != "" {
+		return fmt.Errorf("%w: %s: node error: %s", tron.ErrBadResponse, path, e.Error)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+	}
+	return nil
+}
+
+func isTimeout(ctx context.Context, err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func snippet(b []byte) string {
+	const max = 200
+	s := strings.TrimSpace(string(b))
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// Broadcast posts the serialised protocol.Transaction to /wallet/broadcasthex,
+// so the node receives the exact raw bytes that were hashed and signed.
+func (c *Client) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
+	txid := tx.TxID()
+	var resp broadcastResponse
+	err := c.post(ctx, "/wallet/broadcasthex", broadcastHexRequest{Transaction: hex.EncodeToString(tx.Marshal())}, &resp)
+	if err != nil {
+		return tron.BroadcastResult{TxID: txid}, err
+	}
+	res := tron.BroadcastResult{TxID: txid, Code: tron.BroadcastCode(resp.Code), Message: decodeMessage(resp.Message)}
+	if resp.Result && res.Code == "" {
+		res.Code = tron.CodeSuccess
+	}
+	if res.Code == "" {
+		// result:false without a code is not something java-tron sends;
+		// leave the code empty, which classifies as ambiguous.
+		res.Message = strings.TrimSpace(res.Message + " (no code in answer)")
+	}
+	if resp.TxID != "" && !strings.EqualFold(resp.TxID, tron.HexID(txid)) {
+		// The node hashed different bytes than we did (it re-serialised a
+		// non-canonical encoding, or is not talking about our transaction).
+		return res, fmt.Errorf("%w: node answered for txid %s, sent %s", tron.ErrBadResponse, resp.TxID, tron.HexID(txid))
+	}
+	return res, nil
+}
+
+// decodeMessage turns java-tron's hex-encoded message bytes into text; a
+// message that is not hex (or not text) is returned as it came.
+func decodeMessage(m string) string {
+	if m == "" || len(m)%2 != 0 {
+		return m
+	}
+	b, err := hex.DecodeString(m)
+	if err != nil || !utf8.Valid(b) {
+		return m
+	}
+	return string(b)
+}
+
+// Lookup asks /wallet/gettransactioninfobyid; when that has nothing, it
+// checks /wallet/gettransactionbyid and /wallet/gettransactionfrompending to
+// tell Pending from Unknown. A transaction the node has in a block but
+// without info yet is reported Pending (ask again), never Unknown.
+func (c *Client) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
+	st, found, err := c.info(ctx, "/wallet/gettransactioninfobyid", txid)
+	if err != nil || found {
+		return st, err
+	}
+	for _, path := range []string{"/wallet/gettransactionbyid", "/wallet/gettransactionfrompending"} {
+		var tj transactionJSON
+		if err := c.post(ctx, path, valueRequest{Value: tron.HexID(txid)}, &tj); err != nil {
+			return tron.TxStatus{}, err
+		}
+		if tj.TxID != "" {
+			return tron.TxStatus{State: tron.TxPending}, nil
+		}
+	}
+	return tron.TxStatus{State: tron.TxUnknown}, nil
+}
+
+// SolidLookup asks /walletsolidity/gettransactioninfobyid: included once
+// solid, otherwise unknown.
+func (c *Client) SolidLookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
+	st, _, err := c.info(ctx, "/walletsolidity/gettransactioninfobyid", txid)
+	return st, err
+}
+
+func (c *Client) info(ctx context.Context, path string, txid [32]byte) (tron.TxStatus, bool, error) {
+	var info transactionInfo
+	if err := c.post(ctx, path, valueRequest{Value: tron.HexID(txid)}, &info); err != nil {
+		return tron.TxStatus{}, false, err
+	}
+	if info.ID == "" && info.BlockNumber == 0 {
+		return tron.TxStatus{State: tron.TxUnknown}, false, nil
+	}
+	if !strings.EqualFold(info.ID, tron.HexID(txid)) || info.BlockNumber <= 0 {
+		return tron.TxStatus{}, false, fmt.Errorf("%w: %s: info for %q in block %d, asked %s",
+			tron.ErrBadResponse, path, info.ID, info.BlockNumber, tron.HexID(txid))
+	}
+	st := tron.TxStatus{
+		State:       tron.TxIncluded,
+		BlockNumber: info.BlockNumber,
+		BlockTime:   info.BlockTimeStamp,
+		Receipt:     tron.ReceiptResult(info.Receipt.Result),
+		Message:     decodeMessage(info.ResMessage),
+	}
+	return st, true, nil
+}
+
+// Head returns /wallet/getnowblock's header.
+func (c *Client) Head(ctx context.Context) (tron.BlockHeader, error) {
+	return c.block(ctx, "/wallet/getnowblock")
+}
+
+// SolidHead returns /walletsolidity/getnowblock's header.
+func (c *Client) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
+	return c.block(ctx, "/walletsolidity/getnowblock")
+}
+
+// RefBlock is the solid head.
+func (c *Client) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
+	return c.SolidHead(ctx)
+}
+
+func (c *Client) block(ctx context.Context, path string) (tron.BlockHeader, error) {
+	var br blockResponse
+	if err := c.post(ctx, path, struct{}{}, &br); err != nil {
+		return tron.BlockHeader{}, err
+	}
+	id, err := hex.DecodeString(br.BlockID)
+	if err != nil || len(id) != 32 {
+		return tron.BlockHeader{}, fmt.Errorf("%w: %s: blockID %q", tron.ErrBadResponse, path, br.BlockID)
+	}
+	b := tron.BlockHeader{Number: br.BlockHeader.RawData.Number, Timestamp: br.BlockHeader.RawData.Timestamp}
+	copy(b.ID[:], id)
+	// java-tron block ids begin with the block number: a mismatch means the
+	// answer is not a block header we can take TAPoS fields from.
+	if int64(binary.BigEndian.Uint64(b.ID[:8])) != b.Number || b.Timestamp <= 0 {
+		return tron.BlockHeader{}, fmt.Errorf("%w: %s: block %d (id %s, time %d) is inconsistent",
+			tron.ErrBadResponse, path, b.Number, br.BlockID, b.Timestamp)
+	}
+	return b, nil
+}
