@@ -1,1 +1,30 @@
+// Package eventstore is weir's append-only event log on NATS JetStream.
+//
+// What the room is for:
+//   - starting an embedded nats-server (file or memory storage, fsync on
+//     every write, in-process connections, optional TCP listener) or
+//     connecting to an external one;
+//   - creating the one event stream, append-only by configuration
+//     (DenyDelete, DenyPurge), with a de-duplication window;
+//   - appending to one aggregate's subject (<prefix>.<type>.<id>) with
+//     optimistic concurrency, where an append whose outcome is unknown is
+//     settled by reading the subject back, so callers get success or a
+//     conflict or a hard error, never a guess;
+//   - loading one aggregate at a cost that grows with its own events, not
+//     with the stream;
+//   - reading the whole log (or one aggregate type) from a position, for
+//     projections and sagas;
+//   - encoding: JSON payloads, event type and schema version in headers, a
+//     Registry that refuses unknown types loudly and upcasts old schemas.
+//
+// What it must not do: know anything about withdrawals, accounts, money or
+// chains (event types are opaque strings to it; payloads are opaque JSON);
+// decide anything on a caller's behalf (a conflict is reported, never
+// retried with a re-decided event); delete, purge or rewrite events; skip
+// an event it cannot decode.
+//
+// Header layout of every stored event: Nats-Msg-Id (event id, a ULID),
+// Weir-Event-Type, Weir-Schema, Weir-Version (1..n within the aggregate) and
+// Weir-Prev-Seq (stream sequence of the aggregate's previous event), plus
+// Nats-Expected-Last-Subject-Sequence as sent.
 package eventstore

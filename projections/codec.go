@@ -1,0 +1,70 @@
+package projections
+
+import (
+	"fmt"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+)
+
+// Aggregate types: the second token of an event subject
+// (weir.evt.<type>.<id>).
+const (
+	TypeWithdrawal = "withdrawal"
+	TypeAccount    = "account"
+	TypePolicy     = "policy"
+)
+
+// PolicyStreamID is the id of the one policy aggregate.
+const PolicyStreamID = "current"
+
+// NewRegistry returns the event registry of every event type the domain
+// defines, at its current schema version. It is the one place the store
+// learns the domain's vocabulary; an event type missing here is refused on
+// append and is a loud error on read.
+func NewRegistry() *eventstore.Registry {
+	reg := eventstore.NewRegistry()
+	for _, t := range aggregate.EventTypes() {
+		reg.Register(t, aggregate.EventSchemaVersion)
+	}
+	return reg
+}
+
+// WithdrawalEvents decodes a withdrawal stream's records into domain events.
+func WithdrawalEvents(recs []eventstore.Record) ([]aggregate.Event, error) {
+	out := make([]aggregate.Event, 0, len(recs))
+	for _, r := range recs {
+		e, err := aggregate.DecodeWithdrawalEvent(r.Type, r.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("withdrawal %s event %d (%s): %w", r.Key.ID, r.AggregateVersion, r.Type, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// AccountEvents decodes an account stream's records into domain events.
+func AccountEvents(recs []eventstore.Record) ([]aggregate.AccountEvent, error) {
+	out := make([]aggregate.AccountEvent, 0, len(recs))
+	for _, r := range recs {
+		e, err := aggregate.DecodeAccountEvent(r.Type, r.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("account %s event %d (%s): %w", r.Key.ID, r.AggregateVersion, r.Type, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// PolicyEvents decodes the policy stream's records into domain events.
+func PolicyEvents(recs []eventstore.Record) ([]aggregate.PolicyEvent, error) {
+	out := make([]aggregate.PolicyEvent, 0, len(recs))
+	for _, r := range recs {
+		e, err := aggregate.DecodePolicyEvent(r.Type, r.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("policy event %d (%s): %w", r.AggregateVersion, r.Type, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

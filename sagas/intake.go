@@ -1,0 +1,302 @@
+package sagas
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/tron"
+)
+
+// Errors raised by the intake layer itself (the domain's are aggregate
+// errors). They are *aggregate.Error values so the transports map one error
+// type to statuses.
+var (
+	ErrNotFound  = &aggregate.Error{Code: "not_found"}
+	ErrForbidden = &aggregate.Error{Code: "forbidden"}
+)
+
+func notFound(what, id string) error {
+	return &aggregate.Error{Code: ErrNotFound.Code, Message: fmt.Sprintf("%s %q not found", what, id)}
+}
+
+// Clock reads the wall clock. Intake records command times with it; the
+// broadcast saga never uses it for expiry decisions.
+type Clock func() time.Time
+
+// Intake is the application layer both transports (HTTP and NATS) call:
+// validate → load → decide → append with optimistic concurrency → reply
+// with the resulting state. Every write goes through Repo.
+type Intake struct {
+	repo   *Repo
+	ledger *Ledger
+	now    Clock
+}
+
+// NewIntake returns the application layer over repo. The ledger performs
+// reservations and releases inline so a reply shows their outcome; the
+// same ledger, run as a durable consumer, completes them after a crash.
+func NewIntake(repo *Repo, ledger *Ledger, now Clock) *Intake {
+	if now == nil {
+		now = time.Now
+	}
+	return &Intake{repo: repo, ledger: ledger, now: now}
+}
+
+// RequestInput is a withdrawal request as it arrives. Amount is the raw
+// JSON value, so a JSON number can be refused (amounts are decimal
+// strings); By is the authenticated principal.
+type RequestInput struct {
+	OperationID string          `json:"operation_id"`
+	Account     string          `json:"account"`
+	ToAddress   string          `json:"to_address"`
+	Amount      json.RawMessage `json:"amount"`
+	Asset       string          `json:"asset"`
+	By          string          `json:"-"`
+}
+
+// Request creates a withdrawal idempotently by operation id and reserves
+// its amount. replayed is true when an identical request had already
+// created it (the current state is returned). The same operation id with
+// another meaning is an idempotency_conflict and changes nothing.
+func (in *Intake) Request(ctx context.Context, req RequestInput) (w aggregate.Withdrawal, replayed bool, err error) {
+	cmd, err := in.requestCommand(ctx, req)
+	if err != nil {
+		return w, false, err
+	}
+	w, events, err := in.repo.UpdateWithdrawal(ctx, cmd.ID, func(aggregate.Withdrawal) (aggregate.Command, error) {
+		return cmd, nil
+	})
+	if err != nil {
+		return w, false, err
+	}
+	replayed = len(events) == 0
+	// Reserve inline so the reply says whether the money is held; the
+	// ledger's consumer does the same after a crash between the two.
+	if w, err = in.ledger.Reserve(ctx, cmd.ID); err != nil {
+		return w, replayed, err
+	}
+	return w, replayed, nil
+}
+
+func (in *Intake) requestCommand(ctx context.Context, req RequestInput) (aggregate.RequestWithdrawal, error) {
+	var cmd aggregate.RequestWithdrawal
+	id, err := aggregate.ParseOperationID(req.OperationID)
+	if err != nil {
+		return cmd, err
+	}
+	if err := aggregate.ValidateAccountID(req.Account); err != nil {
+		return cmd, err
+	}
+	assetCode := req.Asset
+	if assetCode == "" {
+		assetCode = aggregate.USDT.Code
+	}
+	asset, err := aggregate.LookupAsset(assetCode)
+	if err != nil {
+		return cmd, err
+	}
+	if len(req.Amount) == 0 {
+		return cmd, &aggregate.Error{Code: aggregate.CodeInvalidAmount, Field: "amount", Message: "amount is required (a decimal string)"}
+	}
+	amount, err := aggregate.ParseAmountJSON(asset, req.Amount)
+	if err != nil {
+		return cmd, err
+	}
+	to, err := tron.ParseAddress(req.ToAddress)
+	if err != nil {
+		return cmd, &aggregate.Error{Code: aggregate.CodeInvalidAddress, Field: "to_address", Message: err.Error()}
+	}
+	policy, err := in.Policy(ctx)
+	if err != nil {
+		return cmd, err
+	}
+	return aggregate.RequestWithdrawal{
+		ID: id, Account: req.Account, ToAddress: to.String(), Amount: amount, Asset: asset.Code,
+		RequestedBy: req.By, Policy: policy, At: in.now().UTC(),
+	}, nil
+}
+
+// Withdrawal returns one withdrawal's current state.
+func (in *Intake) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal, error) {
+	canon, err := aggregate.ParseOperationID(id)
+	if err != nil {
+		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+	}
+	w, _, err := in.repo.Withdrawal(ctx, canon)
+	if err != nil {
+		return w, err
+	}
+	if !w.Exists() {
+		return w, notFound("withdrawal", id)
+	}
+	return w, nil
+}
+
+// EventView is one event of a withdrawal as the API shows it: the state is
+// the withdrawal's state after the event.
+type EventView struct {
+	Version uint64          `json:"version"`
+	Type    string          `json:"type"`
+	At      time.Time       `json:"at"`
+	State   aggregate.State `json:"state"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Events lists a withdrawal's events in order.
+func (in *Intake) Events(ctx context.Context, id string) ([]EventView, error) {
+	canon, err := aggregate.ParseOperationID(id)
+	if err != nil {
+		return nil, notFound("withdrawal", id)
+	}
+	recs, err := in.repo.WithdrawalRecords(ctx, canon)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, notFound("withdrawal", id)
+	}
+	events, err := projections.WithdrawalEvents(recs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EventView, len(recs))
+	var w aggregate.Withdrawal
+	for i, r := range recs {
+		w = aggregate.Evolve(w, events[i])
+		at := events[i].OccurredAt().UTC()
+		if at.IsZero() {
+			at = r.Time
+		}
+		out[i] = EventView{Version: r.AggregateVersion, Type: r.Type, At: at, State: w.State, Data: r.Payload}
+	}
+	return out, nil
+}
+
+// Approve records the principal's approval under the policy in force.
+func (in *Intake) Approve(ctx context.Context, id, by string) (aggregate.Withdrawal, error) {
+	canon, err := aggregate.ParseOperationID(id)
+	if err != nil {
+		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+	}
+	policy, err := in.Policy(ctx)
+	if err != nil {
+		return aggregate.Withdrawal{}, err
+	}
+	w, _, err := in.repo.UpdateWithdrawal(ctx, canon, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		if !w.Exists() {
+			return nil, notFound("withdrawal", id)
+		}
+		return aggregate.Approve{By: by, Policy: policy, At: in.now().UTC()}, nil
+	})
+	return w, err
+}
+
+// Cancel rejects a withdrawal in its cancellable prefix (requested or
+// approved) with reason cancelled and releases its reservation. Only its
+// requester or an operator may cancel.
+func (in *Intake) Cancel(ctx context.Context, id, by string, operator bool) (aggregate.Withdrawal, error) {
+	canon, err := aggregate.ParseOperationID(id)
+	if err != nil {
+		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+	}
+	w, _, err := in.repo.UpdateWithdrawal(ctx, canon, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		if !w.Exists() {
+			return nil, notFound("withdrawal", id)
+		}
+		if !operator && w.RequestedBy != by {
+			return nil, &aggregate.Error{Code: ErrForbidden.Code, Message: "only the requester or an operator may cancel"}
+		}
+		return aggregate.Cancel{By: by, At: in.now().UTC()}, nil
+	})
+	if err != nil {
+		return w, err
+	}
+	if err := in.ledger.Release(ctx, w); err != nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// CreditInput is an operator's credit to an account.
+type CreditInput struct {
+	Account  string          `json:"account"`
+	CreditID string          `json:"credit_id"`
+	Amount   json.RawMessage `json:"amount"`
+}
+
+// Credit adds money to an account, idempotent by credit id.
+func (in *Intake) Credit(ctx context.Context, c CreditInput) (aggregate.AccountView, bool, error) {
+	if err := aggregate.ValidateAccountID(c.Account); err != nil {
+		return aggregate.AccountView{}, false, err
+	}
+	if c.CreditID == "" {
+		return aggregate.AccountView{}, false, &aggregate.Error{Code: aggregate.CodeInvalidCommand, Field: "credit_id", Message: "credit_id is required"}
+	}
+	if len(c.Amount) == 0 {
+		return aggregate.AccountView{}, false, &aggregate.Error{Code: aggregate.CodeInvalidAmount, Field: "amount", Message: "amount is required (a decimal string)"}
+	}
+	amount, err := aggregate.ParseAmountJSON(aggregate.AccountAsset, c.Amount)
+	if err != nil {
+		return aggregate.AccountView{}, false, err
+	}
+	a, events, err := in.repo.UpdateAccount(ctx, c.Account, aggregate.Credit{
+		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(),
+	})
+	if err != nil {
+		return aggregate.AccountView{}, false, err
+	}
+	return a.View(), len(events) == 0, nil
+}
+
+// Account returns an account's balances; an account with no events is not
+// found.
+func (in *Intake) Account(ctx context.Context, id string) (aggregate.AccountView, error) {
+	if aggregate.ValidateAccountID(id) != nil {
+		return aggregate.AccountView{}, notFound("account", id)
+	}
+	a, pos, err := in.repo.Account(ctx, id)
+	if err != nil {
+		return aggregate.AccountView{}, err
+	}
+	if pos.Version == 0 {
+		return aggregate.AccountView{}, notFound("account", id)
+	}
+	return a.View(), nil
+}
+
+// Policy returns the policy in force: the latest version on the policy
+// stream, or the default (version 0) before any was stored.
+func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
+	s, _, err := in.repo.Policy(ctx)
+	if err != nil {
+		return aggregate.Policy{}, err
+	}
+	if s.Policy.Version == 0 {
+		return aggregate.DefaultPolicy(), nil
+	}
+	return s.Policy, nil
+}
+
+// SetPolicy stores p as the next policy version (who, when). Setting the
+// policy in force again changes nothing.
+func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) (aggregate.Policy, error) {
+	if err := p.Validate(); err != nil {
+		return aggregate.Policy{}, err
+	}
+	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})
+	if err != nil {
+		return aggregate.Policy{}, err
+	}
+	return s.Policy, nil
+}
+
+// isCode reports whether err carries the domain code.
+func isCode(err error, code string) bool {
+	var e *aggregate.Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,173 @@
+package sagas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+)
+
+// LedgerConsumer is the durable consumer name of the ledger saga.
+const LedgerConsumer = "weir-ledger"
+
+// Ledger is the saga that keeps accounts in step with withdrawals:
+//
+//	withdrawal.requested            → reserve on the account, then record
+//	                                  funds_reserved (or reject with
+//	                                  insufficient_funds / daily_limit)
+//	withdrawal.rejected / .failed   → release the reservation
+//	withdrawal.confirmed            → settle the reservation
+//	withdrawal.settled_internally   → settle, and credit the custodied
+//	                                  destination account
+//
+// Every step is idempotent (by withdrawal id on the account, by replay on
+// the withdrawal), so the intake may run a step inline for a fast reply and
+// the durable consumer may run it again after a crash: no startup scan, no
+// reaper — an unacknowledged event is simply redelivered.
+type Ledger struct {
+	repo       *Repo
+	dailyLimit aggregate.Amount
+	now        Clock
+	log        *slog.Logger
+}
+
+// NewLedger returns the ledger saga. A zero dailyLimit means no limit.
+func NewLedger(repo *Repo, dailyLimit aggregate.Amount, now Clock, log *slog.Logger) *Ledger {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Ledger{repo: repo, dailyLimit: dailyLimit, now: now, log: log}
+}
+
+// Run consumes withdrawal events durably until ctx is done.
+func (l *Ledger) Run(ctx context.Context) error {
+	return l.repo.store.Consume(ctx, LedgerConsumer, projections.TypeWithdrawal, func(r eventstore.Record) error {
+		if err := l.handle(r); err != nil {
+			l.log.Warn("ledger: will retry", "withdrawal", r.Key.ID, "event", r.Type, "err", err)
+			return err
+		}
+		return nil
+	})
+}
+
+func (l *Ledger) handle(r eventstore.Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch r.Type {
+	case aggregate.EventRequested:
+		_, err := l.Reserve(ctx, r.Key.ID)
+		return err
+	case aggregate.EventRejected, aggregate.EventFailed, aggregate.EventConfirmed, aggregate.EventSettledInternally:
+		w, _, err := l.repo.Withdrawal(ctx, r.Key.ID)
+		if err != nil {
+			return err
+		}
+		return l.Finish(ctx, w)
+	}
+	return nil
+}
+
+// Reserve holds the withdrawal's amount on its account and records that on
+// the withdrawal; when the account refuses (insufficient funds, daily
+// limit) the withdrawal is rejected with that reason and the balance is
+// untouched. If the withdrawal ended meanwhile (cancelled), a reservation
+// just made is released again. Returns the withdrawal's state afterwards.
+func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, error) {
+	w, _, err := l.repo.Withdrawal(ctx, id)
+	if err != nil || !w.Exists() || w.Reserved || w.Terminal() {
+		return w, err
+	}
+	_, _, err = l.repo.UpdateAccount(ctx, w.Account, aggregate.Reserve{
+		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.dailyLimit, At: l.now().UTC(),
+	})
+	switch {
+	case isCode(err, aggregate.CodeInsufficientFunds), isCode(err, aggregate.CodeDailyLimit):
+		reason := aggregate.ReasonInsufficientFunds
+		if isCode(err, aggregate.CodeDailyLimit) {
+			reason = aggregate.ReasonDailyLimit
+		}
+		w, _, err = l.repo.UpdateWithdrawal(ctx, id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+			if w.Terminal() || w.Reserved {
+				return nil, errSkip
+			}
+			return aggregate.Reject{Reason: reason, Detail: err.Error(), At: l.now().UTC()}, nil
+		})
+		if errors.Is(err, errSkip) {
+			return l.reload(ctx, id)
+		}
+		return w, err
+	case err != nil:
+		return w, fmt.Errorf("reserve %s on %s: %w", id, w.Account, err)
+	}
+	w, _, err = l.repo.UpdateWithdrawal(ctx, id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		if w.Terminal() || w.Reserved {
+			return nil, errSkip
+		}
+		return aggregate.RecordReservation{At: l.now().UTC()}, nil
+	})
+	if errors.Is(err, errSkip) {
+		w, err = l.reload(ctx, id)
+		if err == nil && w.Terminal() {
+			err = l.Finish(ctx, w) // cancelled while we reserved: give it back
+		}
+		return w, err
+	}
+	return w, err
+}
+
+// errSkip stops an update whose work someone else already did.
+var errSkip = errors.New("sagas: nothing to do")
+
+func (l *Ledger) reload(ctx context.Context, id string) (aggregate.Withdrawal, error) {
+	w, _, err := l.repo.Withdrawal(ctx, id)
+	return w, err
+}
+
+// Release gives a rejected or failed withdrawal's reservation back (a no-op
+// when it holds none).
+func (l *Ledger) Release(ctx context.Context, w aggregate.Withdrawal) error {
+	if w.State != aggregate.StateRejected && w.State != aggregate.StateFailed {
+		return nil
+	}
+	_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Release{
+		Account: w.Account, WithdrawalID: w.ID, Reason: w.Reason, At: l.now().UTC(),
+	})
+	if isCode(err, aggregate.CodeNoReservation) {
+		return nil // never reserved (e.g. rejected for insufficient funds)
+	}
+	return err
+}
+
+// Finish brings the account in line with a terminal withdrawal: release on
+// rejected/failed, settle on confirmed (and credit the destination account
+// of an internal transfer). Idempotent.
+func (l *Ledger) Finish(ctx context.Context, w aggregate.Withdrawal) error {
+	switch w.State {
+	case aggregate.StateRejected, aggregate.StateFailed:
+		return l.Release(ctx, w)
+	case aggregate.StateConfirmed:
+		_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Settle{
+			Account: w.Account, WithdrawalID: w.ID, At: l.now().UTC(),
+		})
+		if err != nil {
+			return fmt.Errorf("settle %s on %s: %w", w.ID, w.Account, err)
+		}
+		if w.Route.IsInternal() {
+			_, _, err = l.repo.UpdateAccount(ctx, w.Route.Account(), aggregate.Credit{
+				Account: w.Route.Account(), CreditID: "internal:" + w.ID, Amount: w.Amount, At: l.now().UTC(),
+			})
+			if err != nil {
+				return fmt.Errorf("credit internal transfer %s to %s: %w", w.ID, w.Route.Account(), err)
+			}
+		}
+	}
+	return nil
+}

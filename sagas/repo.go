@@ -1,0 +1,246 @@
+package sagas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+)
+
+// MaxDecideAttempts bounds the load → decide → append loop of a command
+// that lost an optimistic-concurrency race: each lost race means the stream
+// moved, so the command is decided again against the new state.
+const MaxDecideAttempts = 16
+
+// ErrTooMuchContention is returned when a command lost MaxDecideAttempts
+// races in a row. Nothing was appended by this command.
+var ErrTooMuchContention = errors.New("sagas: too much contention on the stream; retry")
+
+// Repo loads aggregates from the event store, decides commands against them
+// and appends the result with optimistic concurrency. It is the one path by
+// which anything in weir changes state.
+//
+// Two ways to append:
+//   - Update* (intake, reservation, operators): on a conflict, reload and
+//     decide again, bounded. Within this process, commands on one stream are
+//     serialised by a keyed mutex so they do not burn retries on each other;
+//     across processes the store's expectation is the only fence.
+//   - AppendWithdrawalAt (the broadcast saga): decide against the state the
+//     worker holds and append at the position it last saw; a conflict is
+//     returned as is, so a stale worker stops before any network call.
+type Repo struct {
+	store *eventstore.Store
+	locks keyedMutex
+}
+
+// NewRepo returns a Repo over store (opened with projections.NewRegistry()).
+func NewRepo(store *eventstore.Store) *Repo { return &Repo{store: store} }
+
+// Store returns the underlying event store.
+func (r *Repo) Store() *eventstore.Store { return r.store }
+
+// kind describes one aggregate type to the generic load/update code.
+type kind[S any, E interface{ EventType() string }] struct {
+	typ    string
+	decode func([]eventstore.Record) ([]E, error)
+	evolve func(S, E) S
+	// setVersion stamps the store's aggregate version on the folded state
+	// (nil when the state has no such field).
+	setVersion func(S, uint64) S
+}
+
+var (
+	withdrawalKind = kind[aggregate.Withdrawal, aggregate.Event]{
+		typ:    projections.TypeWithdrawal,
+		decode: projections.WithdrawalEvents,
+		evolve: aggregate.Evolve,
+		setVersion: func(w aggregate.Withdrawal, v uint64) aggregate.Withdrawal {
+			w.Version = v
+			return w
+		},
+	}
+	accountKind = kind[aggregate.Account, aggregate.AccountEvent]{
+		typ:    projections.TypeAccount,
+		decode: projections.AccountEvents,
+		evolve: aggregate.EvolveAccount,
+	}
+	policyKind = kind[aggregate.PolicyState, aggregate.PolicyEvent]{
+		typ:    projections.TypePolicy,
+		decode: projections.PolicyEvents,
+		evolve: aggregate.EvolvePolicy,
+	}
+)
+
+func load[S any, E interface{ EventType() string }](ctx context.Context, store *eventstore.Store, k kind[S, E], id string) (S, eventstore.Position, error) {
+	var zero S
+	recs, pos, err := store.Load(ctx, eventstore.Key{Type: k.typ, ID: id})
+	if err != nil {
+		return zero, pos, fmt.Errorf("load %s %s: %w", k.typ, id, err)
+	}
+	events, err := k.decode(recs)
+	if err != nil {
+		return zero, pos, err
+	}
+	s := zero
+	for _, e := range events {
+		s = k.evolve(s, e)
+	}
+	if k.setVersion != nil {
+		s = k.setVersion(s, pos.Version)
+	}
+	return s, pos, nil
+}
+
+// appendAt appends events decided against the state at pos and returns the
+// state with them folded in.
+func appendAt[S any, E interface{ EventType() string }](ctx context.Context, store *eventstore.Store, k kind[S, E], id string, s S, pos eventstore.Position, events []E) (S, eventstore.Position, error) {
+	if len(events) == 0 {
+		return s, pos, nil
+	}
+	out := make([]eventstore.Event, len(events))
+	for i, e := range events {
+		out[i] = eventstore.Event{ID: eventstore.NewEventID(), Type: e.EventType(), Data: e}
+	}
+	newPos, err := store.Append(ctx, eventstore.Key{Type: k.typ, ID: id}, pos, out...)
+	if err != nil {
+		return s, pos, fmt.Errorf("append %s %s: %w", k.typ, id, err)
+	}
+	for _, e := range events {
+		s = k.evolve(s, e)
+	}
+	if k.setVersion != nil {
+		s = k.setVersion(s, newPos.Version)
+	}
+	return s, newPos, nil
+}
+
+// update runs load → decide → append, deciding again after each lost race.
+func update[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, decide func(S) ([]E, error)) (S, []E, error) {
+	unlock := r.locks.lock(k.typ + "." + id)
+	defer unlock()
+	var zero S
+	for range MaxDecideAttempts {
+		s, pos, err := load(ctx, r.store, k, id)
+		if err != nil {
+			return zero, nil, err
+		}
+		events, err := decide(s)
+		if err != nil {
+			return s, nil, err
+		}
+		s, _, err = appendAt(ctx, r.store, k, id, s, pos, events)
+		if errors.Is(err, eventstore.ErrConflict) {
+			continue // another writer moved the stream: decide again
+		}
+		if err != nil {
+			return zero, nil, err
+		}
+		return s, events, nil
+	}
+	return zero, nil, fmt.Errorf("%s %s: %w", k.typ, id, ErrTooMuchContention)
+}
+
+// Withdrawal loads one withdrawal; a withdrawal never requested has
+// State == aggregate.StateNone.
+func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal, eventstore.Position, error) {
+	return load(ctx, r.store, withdrawalKind, id)
+}
+
+// WithdrawalRecords returns a withdrawal's raw records (for its event list
+// and for audit).
+func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.Record, error) {
+	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: projections.TypeWithdrawal, ID: id})
+	return recs, err
+}
+
+// UpdateWithdrawal decides the command cmd(w) returns against the current
+// state and appends the result, deciding again after a lost race.
+func (r *Repo) UpdateWithdrawal(ctx context.Context, id string, cmd func(aggregate.Withdrawal) (aggregate.Command, error)) (aggregate.Withdrawal, []aggregate.Event, error) {
+	return update(ctx, r, withdrawalKind, id, func(w aggregate.Withdrawal) ([]aggregate.Event, error) {
+		c, err := cmd(w)
+		if err != nil {
+			return nil, err
+		}
+		return aggregate.Decide(w, c)
+	})
+}
+
+// AppendWithdrawalAt decides cmd against w, which the caller loaded at pos,
+// and appends at exactly that position. A conflict (errors.Is
+// eventstore.ErrConflict) means the stream moved on without this caller: it
+// must stop, not retry blindly. Returns the new state and position.
+func (r *Repo) AppendWithdrawalAt(ctx context.Context, w aggregate.Withdrawal, pos eventstore.Position, cmd aggregate.Command) (aggregate.Withdrawal, eventstore.Position, []aggregate.Event, error) {
+	events, err := aggregate.Decide(w, cmd)
+	if err != nil {
+		return w, pos, nil, err
+	}
+	w2, pos2, err := appendAt(ctx, r.store, withdrawalKind, w.ID, w, pos, events)
+	return w2, pos2, events, err
+}
+
+// Account loads one account (the zero Account when it has no events).
+func (r *Repo) Account(ctx context.Context, id string) (aggregate.Account, eventstore.Position, error) {
+	return load(ctx, r.store, accountKind, id)
+}
+
+// UpdateAccount decides an account command against the current state and
+// appends the result, deciding again after a lost race.
+func (r *Repo) UpdateAccount(ctx context.Context, id string, cmd aggregate.AccountCommand) (aggregate.Account, []aggregate.AccountEvent, error) {
+	return update(ctx, r, accountKind, id, func(a aggregate.Account) ([]aggregate.AccountEvent, error) {
+		return aggregate.DecideAccount(a, cmd)
+	})
+}
+
+// Policy loads the policy stream (the zero PolicyState when none was set).
+func (r *Repo) Policy(ctx context.Context) (aggregate.PolicyState, eventstore.Position, error) {
+	return load(ctx, r.store, policyKind, projections.PolicyStreamID)
+}
+
+// SetPolicy puts a policy in force as the next version (no event when it
+// says the same as the one in force).
+func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {
+	s, _, err := update(ctx, r, policyKind, projections.PolicyStreamID, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
+		return aggregate.DecidePolicy(s, c)
+	})
+	return s, err
+}
+
+// keyedMutex serialises work per key within one process. Entries are
+// reference-counted so the map does not grow with every key ever seen.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
