@@ -1,0 +1,216 @@
+package projections
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+)
+
+// Every view takes the read lock, copies what it returns and sorts it, so a
+// caller can keep or change the result freely and two calls on the same
+// state return the same order.
+
+// PendingApprovals lists withdrawals waiting for approvals (state requested),
+// oldest request first, then by id. Each carries RequiredApprovals and the
+// Approvals given so far.
+func (p *Projector) PendingApprovals() []aggregate.Withdrawal {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := p.collect(func(o openWithdrawal) bool { return true }, aggregate.StateRequested)
+	slices.SortFunc(out, func(x, y aggregate.Withdrawal) int {
+		return cmpTimeThenID(x.RequestedAt, y.RequestedAt, x.ID, y.ID)
+	})
+	return out
+}
+
+// Ready lists withdrawals the broadcast saga may take: approved with their
+// amount reserved, and not held by a worker whose lease is still running at
+// now. Earliest approval first, then by id.
+func (p *Projector) Ready(now time.Time) []aggregate.Withdrawal {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := p.collect(func(o openWithdrawal) bool {
+		return o.w.ReadyToSend() && !o.w.Claim.HeldAt(now)
+	}, aggregate.StateApproved)
+	slices.SortFunc(out, func(x, y aggregate.Withdrawal) int {
+		return cmpTimeThenID(x.ApprovedAt, y.ApprovedAt, x.ID, y.ID)
+	})
+	return out
+}
+
+// InFlightItem is one withdrawal between its first envelope and an outcome
+// (signing … broadcast), with what an operator needs to judge it.
+type InFlightItem struct {
+	Withdrawal aggregate.Withdrawal `json:"withdrawal"`
+	ID         string               `json:"id"`
+	State      aggregate.State      `json:"state"`
+	TxID       string               `json:"txid"`
+	Attempt    int                  `json:"attempt"`
+	Sends      int                  `json:"sends"`
+
+	Since       time.Time     `json:"since"` // when it entered its current state (event time)
+	Age         time.Duration `json:"age"`   // now − Since
+	EnvelopeAt  time.Time     `json:"envelope_at"`
+	EnvelopeAge time.Duration `json:"envelope_age"` // now − EnvelopeAt: how long this txid has existed
+
+	ClaimedBy  string    `json:"claimed_by"`
+	LeaseUntil time.Time `json:"lease_until"`
+	LeaseLive  bool      `json:"lease_live"`
+
+	// Unacknowledged: a send intent is recorded with no acceptance after it
+	// (state broadcasting). The transaction may or may not be on the network;
+	// only a lookup by txid can say.
+	Unacknowledged bool `json:"unacknowledged"`
+	// LeaseLapsed: no worker holds a live lease on it, so nobody is driving it
+	// to an outcome until a worker claims it again.
+	LeaseLapsed bool `json:"lease_lapsed"`
+	// Ambiguous is Unacknowledged or LeaseLapsed: the log alone cannot say
+	// what happened on chain, and reconciliation by txid is due.
+	Ambiguous bool `json:"ambiguous"`
+}
+
+// InFlight lists in-flight withdrawals (state signing … broadcast) as of now,
+// the longest in their current state first, then by id.
+func (p *Projector) InFlight(now time.Time) []InFlightItem {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var out []InFlightItem
+	for _, st := range aggregate.States() {
+		if !st.IsInFlight() {
+			continue
+		}
+		for id := range p.st.byState[st] {
+			out = append(out, inFlightItem(p.st.withdrawals[id], now))
+		}
+	}
+	slices.SortFunc(out, func(x, y InFlightItem) int { return cmpTimeThenID(x.Since, y.Since, x.ID, y.ID) })
+	if out == nil {
+		out = []InFlightItem{}
+	}
+	return out
+}
+
+// InFlightWithdrawals is InFlight's withdrawals in the same order, for the
+// API's {"items":[withdrawal...]}.
+func (p *Projector) InFlightWithdrawals(now time.Time) []aggregate.Withdrawal {
+	items := p.InFlight(now)
+	out := make([]aggregate.Withdrawal, len(items))
+	for i, it := range items {
+		out[i] = it.Withdrawal
+	}
+	return out
+}
+
+func inFlightItem(o openWithdrawal, now time.Time) InFlightItem {
+	w := cloneWithdrawal(o.w)
+	it := InFlightItem{
+		Withdrawal: w, ID: w.ID, State: w.State, TxID: w.TxID(), Attempt: w.Attempt, Sends: w.Sends,
+		Since: o.stateSince, Age: since(now, o.stateSince),
+		EnvelopeAt: o.envelopeAt, EnvelopeAge: since(now, o.envelopeAt),
+		ClaimedBy: w.Claim.Worker, LeaseUntil: w.Claim.LeaseUntil, LeaseLive: w.Claim.HeldAt(now),
+		Unacknowledged: w.State == aggregate.StateBroadcasting,
+	}
+	it.LeaseLapsed = !it.LeaseLive
+	it.Ambiguous = it.Unacknowledged || it.LeaseLapsed
+	return it
+}
+
+// since is now − t, never negative: event times come from other machines'
+// clocks, and an age below zero would only confuse.
+func since(now, t time.Time) time.Duration {
+	if t.IsZero() || now.Before(t) {
+		return 0
+	}
+	return now.Sub(t)
+}
+
+// Withdrawal returns an open (non-terminal) withdrawal as the projection has
+// it; false for unknown and ended ones (load the stream for those).
+func (p *Projector) Withdrawal(id string) (aggregate.Withdrawal, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	o, ok := p.st.withdrawals[id]
+	if !ok {
+		return aggregate.Withdrawal{}, false
+	}
+	return cloneWithdrawal(o.w), true
+}
+
+// Balance returns an account's balances; false if it has no events yet.
+func (p *Projector) Balance(account string) (aggregate.AccountView, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	ent, ok := p.st.accounts[account]
+	if !ok {
+		return aggregate.AccountView{}, false
+	}
+	v := ent.a.View()
+	v.ID = account
+	return v, true
+}
+
+// Balances lists every account's balances by account id.
+func (p *Projector) Balances() []aggregate.AccountView {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]aggregate.AccountView, 0, len(p.st.accounts))
+	for id, ent := range p.st.accounts {
+		v := ent.a.View()
+		v.ID = id
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y aggregate.AccountView) int { return cmp.Compare(x.ID, y.ID) })
+	return out
+}
+
+// Stats is a summary for health checks and metrics.
+type Stats struct {
+	Applied  uint64                     `json:"applied"`
+	Open     map[aggregate.State]int    `json:"open"`  // open withdrawals by state
+	Ended    map[aggregate.State]uint64 `json:"ended"` // withdrawals that ended, by terminal state
+	Accounts int                        `json:"accounts"`
+}
+
+// Stats returns counts of what the projection holds.
+func (p *Projector) Stats() Stats {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s := Stats{Applied: p.st.applied, Open: map[aggregate.State]int{}, Ended: map[aggregate.State]uint64{}, Accounts: len(p.st.accounts)}
+	for st, set := range p.st.byState {
+		if len(set) > 0 {
+			s.Open[st] = len(set)
+		}
+	}
+	for st, n := range p.st.ended {
+		s.Ended[st] = n
+	}
+	return s
+}
+
+// Snapshot returns all views as one deterministic value (see Snapshot).
+func (p *Projector) Snapshot() Snapshot {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.st.snapshot()
+}
+
+// collect copies the withdrawals in state st that keep accepts. The caller
+// holds the read lock.
+func (p *Projector) collect(keep func(openWithdrawal) bool, st aggregate.State) []aggregate.Withdrawal {
+	out := make([]aggregate.Withdrawal, 0, len(p.st.byState[st]))
+	for id := range p.st.byState[st] {
+		if o := p.st.withdrawals[id]; keep(o) {
+			out = append(out, cloneWithdrawal(o.w))
+		}
+	}
+	return out
+}
+
+func cmpTimeThenID(a, b time.Time, idA, idB string) int {
+	if c := a.Compare(b); c != 0 {
+		return c
+	}
+	return cmp.Compare(idA, idB)
+}
