@@ -1,0 +1,335 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/sagas"
+)
+
+const testAddr = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
+
+// Tokens of the test principals.
+const (
+	tokAlice  = "alice-token-0001" // requester, approver
+	tokBob    = "bob-token-00002"  // approver
+	tokCarol  = "carol-token-0003" // approver
+	tokDave   = "dave-token-00004" // requester
+	tokOlivia = "olivia-token-005" // operator, requester
+)
+
+func testPrincipals(t *testing.T) *api.Principals {
+	t.Helper()
+	ps, err := api.NewPrincipals([]api.Principal{
+		{Name: "alice", Token: tokAlice, Roles: []api.Role{api.RoleRequester, api.RoleApprover}},
+		{Name: "bob", Token: tokBob, Roles: []api.Role{api.RoleApprover}},
+		{Name: "carol", Token: tokCarol, Roles: []api.Role{api.RoleApprover}},
+		{Name: "dave", Token: tokDave, Roles: []api.Role{api.RoleRequester}},
+		{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// fixedQueues serves fixed slices.
+type fixedQueues struct {
+	approvals, ready, inFlight []aggregate.Withdrawal
+}
+
+func (q fixedQueues) PendingApprovals() []aggregate.Withdrawal             { return q.approvals }
+func (q fixedQueues) Ready(time.Time) []aggregate.Withdrawal               { return q.ready }
+func (q fixedQueues) InFlightWithdrawals(time.Time) []aggregate.Withdrawal { return q.inFlight }
+
+type env struct {
+	emb     *eventstore.Embedded
+	intake  *sagas.Intake
+	srv     *httptest.Server
+	nc      *nats.Conn // the service's connection
+	client  *nats.Conn // a producer's connection
+	svc     micro.Service
+	metrics *api.Metrics
+	health  *healthSwitch
+}
+
+type healthSwitch struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (h *healthSwitch) set(err error) { h.mu.Lock(); h.err = err; h.mu.Unlock() }
+func (h *healthSwitch) check(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+type envOpts struct {
+	queues api.Queues
+}
+
+// newEnv runs the real stack: embedded NATS (memory), the event store, the
+// ledger saga consuming durably, the HTTP API on a real listener and the
+// micro service on its own connection.
+func newEnv(t *testing.T, opts ...envOpts) *env {
+	t.Helper()
+	var o envOpts
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: true}, projections.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	repo := sagas.NewRepo(store)
+	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)
+	intake := sagas.NewIntake(repo, ledger, nil)
+	ledgerDone := make(chan struct{})
+	go func() { defer close(ledgerDone); _ = ledger.Run(ctx) }()
+
+	metrics := api.NewMetrics()
+	health := &healthSwitch{}
+	principals := testPrincipals(t)
+	srv := httptest.NewServer(api.NewHTTPHandler(api.HTTPConfig{
+		Intake: intake, Principals: principals, Queues: o.queues, Health: health.check,
+		Metrics: metrics, Logger: logger,
+	}))
+	svc, err := api.StartService(nc, api.ServiceConfig{
+		Intake: intake, Principals: principals, Queues: o.queues, Version: "1.2.3", Metrics: metrics, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.Close()
+		srv.Close()
+		_ = svc.Stop()
+		cancel()
+		<-ledgerDone
+		nc.Close()
+		emb.Shutdown()
+	})
+	return &env{emb: emb, intake: intake, srv: srv, nc: nc, client: client, svc: svc, metrics: metrics, health: health}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// resp is an HTTP answer, read fully.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d: body is not a JSON object: %v: %s", r.status, err, r.body)
+	}
+	return m
+}
+
+func (r resp) withdrawal(t *testing.T) aggregate.WithdrawalView {
+	t.Helper()
+	var v aggregate.WithdrawalView
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("status %d: %v: %s", r.status, err, r.body)
+	}
+	return v
+}
+
+func (r resp) errBody(t *testing.T) api.ErrorDetail {
+	t.Helper()
+	var b api.ErrorBody
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		t.Fatalf("status %d: not an error body: %v: %s", r.status, err, r.body)
+	}
+	return b.Error
+}
+
+// do sends an HTTP request; a string or []byte body is sent as is with
+// Content-Type application/json, anything else is marshalled.
+func (e *env) do(t *testing.T, method, path, token string, body any, hdr ...string) resp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, e.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// wantErr checks an error answer: status, code, field, and JSON content type.
+func wantErr(t *testing.T, r resp, status int, code, field string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	e := r.errBody(t)
+	if e.Code != code || e.Field != field {
+		t.Fatalf("error %+v, want code %q field %q", e, code, field)
+	}
+	if e.Message == "" {
+		t.Errorf("error %+v has no message", e)
+	}
+}
+
+func wantStatus(t *testing.T, r resp, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+type reqBody map[string]any
+
+func withdrawalBody(id, account, amount string) reqBody {
+	return reqBody{"operation_id": id, "account": account, "to_address": testAddr, "amount": amount, "asset": "USDT-TRC20"}
+}
+
+// credit funds an account through the API.
+func (e *env) credit(t *testing.T, account, creditID, amount string) {
+	t.Helper()
+	r := e.do(t, "POST", "/v1/accounts/"+account+"/credits", tokOlivia, reqBody{"credit_id": creditID, "amount": amount})
+	wantStatus(t, r, http.StatusCreated)
+}
+
+// natsReq sends a NATS request with an optional token.
+func (e *env) natsReq(t *testing.T, subject, token string, body any) *nats.Msg {
+	t.Helper()
+	var data []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		if data, err = json.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	if token != "" {
+		msg.Header.Set("Authorization", "Bearer "+token)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	m, err := e.client.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	return m
+}
+
+// natsOK checks a success reply and decodes it into v.
+func natsOK(t *testing.T, m *nats.Msg, v any) {
+	t.Helper()
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		t.Fatalf("%s: error %s %s: %s", m.Subject, code, m.Header.Get(micro.ErrorHeader), m.Data)
+	}
+	if err := json.Unmarshal(m.Data, v); err != nil {
+		t.Fatalf("reply is not JSON: %v: %s", err, m.Data)
+	}
+}
+
+// natsErr checks a micro error reply.
+func natsErr(t *testing.T, m *nats.Msg, status, code, field string) {
+	t.Helper()
+	if got := m.Header.Get(micro.ErrorCodeHeader); got != status {
+		t.Fatalf("error code header %q, want %q (data %s)", got, status, m.Data)
+	}
+	if got := m.Header.Get(micro.ErrorHeader); got != code {
+		t.Fatalf("error header %q, want %q", got, code)
+	}
+	var b api.ErrorBody
+	if err := json.Unmarshal(m.Data, &b); err != nil {
+		t.Fatalf("error data is not an ErrorBody: %v: %s", err, m.Data)
+	}
+	if b.Error.Code != code || b.Error.Field != field || b.Error.Message == "" {
+		t.Fatalf("error body %+v, want code %q field %q", b.Error, code, field)
+	}
+}

@@ -1,0 +1,271 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/sagas"
+)
+
+// Queues is what the read models offer the API: the three work queues.
+// The projections package satisfies it; a nil Queues serves empty lists.
+type Queues interface {
+	// PendingApprovals: requested withdrawals waiting for approvals.
+	PendingApprovals() []aggregate.Withdrawal
+	// Ready: approved and reserved, not yet claimed, by approval time.
+	Ready(now time.Time) []aggregate.Withdrawal
+	// InFlightWithdrawals: signing … broadcast.
+	InFlightWithdrawals(now time.Time) []aggregate.Withdrawal
+}
+
+// result is a successful command's reply, the same on both transports.
+type result struct {
+	created  bool // HTTP 201 (else 200)
+	replayed bool // Idempotent-Replayed: true
+	body     any
+}
+
+// ops are the commands and queries both transports expose. Each takes the
+// authenticated, authorized principal and already-extracted inputs, decodes
+// the body strictly, calls the application layer and shapes the reply. No
+// business rule lives here.
+type ops struct {
+	intake *sagas.Intake
+	queues Queues
+	now    func() time.Time
+}
+
+// Command names: the "command" label of the latency histogram and the
+// keys of commandRoles (most NATS subjects are weir.cmd.<name>).
+const (
+	cmdRequest   = "withdrawal.request"
+	cmdGet       = "withdrawal.get"
+	cmdEvents    = "withdrawal.events"
+	cmdApprove   = "withdrawal.approve"
+	cmdCancel    = "withdrawal.cancel"
+	cmdCredit    = "account.credit"
+	cmdAccount   = "account.get"
+	cmdPolicyGet = "policy.get"
+	cmdPolicySet = "policy.set"
+	cmdQueue     = "queue"
+	cmdHealth    = "healthz"
+)
+
+// commandRoles is the role each write needs, checked by both transports
+// before the body is read. Reads need any authenticated principal; cancel
+// is judged by the application layer (its requester or an operator).
+var commandRoles = map[string]Role{
+	cmdRequest:   RoleRequester,
+	cmdApprove:   RoleApprover,
+	cmdCredit:    RoleOperator,
+	cmdPolicySet: RoleOperator,
+}
+
+// authorize checks the role command needs.
+func authorize(p Principal, command string) error {
+	r, ok := commandRoles[command]
+	if ok && !p.Has(r) {
+		return apiError(CodeForbidden, "", fmt.Sprintf("%s does not hold the %s role", p.Name, r))
+	}
+	return nil
+}
+
+// requestBody is POST /v1/withdrawals and weir.cmd.withdrawal.request.
+type requestBody struct {
+	OperationID string          `json:"operation_id"`
+	Account     string          `json:"account"`
+	ToAddress   string          `json:"to_address"`
+	Amount      json.RawMessage `json:"amount"`
+	Asset       string          `json:"asset"`
+}
+
+func (o *ops) request(ctx context.Context, p Principal, body []byte) (result, error) {
+	var in requestBody
+	if err := decodeStrict(body, &in); err != nil {
+		return result{}, err
+	}
+	w, replayed, err := o.intake.Request(ctx, sagas.RequestInput{
+		OperationID: in.OperationID, Account: in.Account, ToAddress: in.ToAddress,
+		Amount: in.Amount, Asset: in.Asset, By: p.Name,
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{created: !replayed, replayed: replayed, body: w.View()}, nil
+}
+
+func (o *ops) withdrawal(ctx context.Context, _ Principal, id string) (result, error) {
+	w, err := o.intake.Withdrawal(ctx, id)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: w.View()}, nil
+}
+
+// EventsBody is GET /v1/withdrawals/{id}/events.
+type EventsBody struct {
+	Events []sagas.EventView `json:"events"`
+}
+
+func (o *ops) events(ctx context.Context, _ Principal, id string) (result, error) {
+	evs, err := o.intake.Events(ctx, id)
+	if err != nil {
+		return result{}, err
+	}
+	if evs == nil {
+		evs = []sagas.EventView{}
+	}
+	return result{body: EventsBody{Events: evs}}, nil
+}
+
+func (o *ops) approve(ctx context.Context, p Principal, id string) (result, error) {
+	w, err := o.intake.Approve(ctx, id, p.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: w.View()}, nil
+}
+
+// cancel is open to any principal: the application layer lets the
+// withdrawal's requester or an operator through and refuses others (403).
+func (o *ops) cancel(ctx context.Context, p Principal, id string) (result, error) {
+	w, err := o.intake.Cancel(ctx, id, p.Name, p.Has(RoleOperator))
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: w.View()}, nil
+}
+
+// creditBody is POST /v1/accounts/{id}/credits (account from the path; an
+// "account" member, if sent, must name the same account) and
+// weir.cmd.account.credit (account in the body).
+type creditBody struct {
+	Account  *string         `json:"account"`
+	CreditID string          `json:"credit_id"`
+	Amount   json.RawMessage `json:"amount"`
+}
+
+// credit: pathAccount is the account of the HTTP path, "" on NATS.
+func (o *ops) credit(ctx context.Context, p Principal, pathAccount string, body []byte) (result, error) {
+	var in creditBody
+	if err := decodeStrict(body, &in); err != nil {
+		return result{}, err
+	}
+	account := pathAccount
+	switch {
+	case in.Account != nil && pathAccount != "" && *in.Account != pathAccount:
+		return result{}, apiError(aggregate.CodeInvalidAccount, "account", "the body names another account than the path")
+	case in.Account != nil:
+		account = *in.Account
+	}
+	v, replayed, err := o.intake.Credit(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount})
+	if err != nil {
+		return result{}, err
+	}
+	return result{created: !replayed, replayed: replayed, body: v}, nil
+}
+
+func (o *ops) account(ctx context.Context, _ Principal, id string) (result, error) {
+	v, err := o.intake.Account(ctx, id)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: v}, nil
+}
+
+func (o *ops) policy(ctx context.Context, _ Principal) (result, error) {
+	pol, err := o.intake.Policy(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: policyView(pol)}, nil
+}
+
+// setPolicy: a body that is not JSON at all is 400 malformed_json; a JSON
+// document that is not a valid policy (unknown members included) is 422
+// invalid_policy, as the --policy file is judged.
+func (o *ops) setPolicy(ctx context.Context, p Principal, body []byte) (result, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		return result{}, apiError(CodeMalformedJSON, "", "the body must be one JSON policy document")
+	}
+	if trimmed[0] != '{' {
+		return result{}, apiError(CodeMalformedJSON, "", "the body must be a JSON object")
+	}
+	pol, err := aggregate.ParsePolicyJSON(trimmed)
+	if err != nil {
+		return result{}, err
+	}
+	pol, err = o.intake.SetPolicy(ctx, pol, p.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: policyView(pol)}, nil
+}
+
+// PolicyView is the policy as GET/PUT /v1/policy show it:
+// {"version","name","rules":[{"name","threshold","approvers"}]}, threshold
+// a decimal string.
+type PolicyView struct {
+	Version int              `json:"version"`
+	Name    string           `json:"name"`
+	Rules   []PolicyRuleView `json:"rules"`
+}
+
+// PolicyRuleView is one rule of PolicyView.
+type PolicyRuleView struct {
+	Name      string `json:"name"`
+	Threshold string `json:"threshold"`
+	Approvers int    `json:"approvers"`
+}
+
+func policyView(p aggregate.Policy) PolicyView {
+	v := PolicyView{Version: p.Version, Name: p.Name, Rules: make([]PolicyRuleView, len(p.Rules))}
+	for i, r := range p.Rules {
+		v.Rules[i] = PolicyRuleView{Name: r.Name, Threshold: r.Threshold.String(), Approvers: r.Approvers}
+	}
+	return v
+}
+
+// ItemsBody is a queue: {"items":[withdrawal...]}, never null.
+type ItemsBody struct {
+	Items []aggregate.WithdrawalView `json:"items"`
+}
+
+func (o *ops) queue(name string) (result, error) {
+	var ws []aggregate.Withdrawal
+	if o.queues != nil {
+		switch name {
+		case "approvals":
+			ws = o.queues.PendingApprovals()
+		case "ready":
+			ws = o.queues.Ready(o.now())
+		case "in-flight":
+			ws = o.queues.InFlightWithdrawals(o.now())
+		default:
+			return result{}, apiError(CodeNotFound, "", fmt.Sprintf("no queue %q", name))
+		}
+	}
+	items := make([]aggregate.WithdrawalView, len(ws))
+	for i, w := range ws {
+		items[i] = w.View()
+	}
+	return result{body: ItemsBody{Items: items}}, nil
+}
+
+// idBody is the body of the NATS commands on one withdrawal or account.
+type idBody struct {
+	ID string `json:"id"`
+}
+
+func decodeID(body []byte) (string, error) {
+	var in idBody
+	if err := decodeStrict(body, &in); err != nil {
+		return "", err
+	}
+	return in.ID, nil
+}

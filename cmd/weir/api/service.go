@@ -1,0 +1,356 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/weir-payouts/weir/sagas"
+)
+
+// ServiceName is the micro service's name (`nats micro ls` shows it).
+const ServiceName = "weir"
+
+// Subjects of the NATS commands (CONTRACT.md; events and account.get are
+// additions the CLI uses).
+const (
+	SubjectWithdrawalRequest = "weir.cmd.withdrawal.request" // body as POST /v1/withdrawals
+	SubjectWithdrawalApprove = "weir.cmd.withdrawal.approve" // {"id"}
+	SubjectWithdrawalCancel  = "weir.cmd.withdrawal.cancel"  // {"id"}
+	SubjectWithdrawalGet     = "weir.cmd.withdrawal.get"     // {"id"}
+	SubjectWithdrawalEvents  = "weir.cmd.withdrawal.events"  // {"id"}
+	SubjectAccountCredit     = "weir.cmd.account.credit"     // {"account","credit_id","amount"}
+	SubjectAccountGet        = "weir.cmd.account.get"        // {"id"}
+	SubjectPolicyGet         = "weir.cmd.policy.get"         // {} (or an empty body)
+	SubjectPolicySet         = "weir.cmd.policy.set"         // the policy JSON, as PUT /v1/policy
+	SubjectQueueApprovals    = "weir.cmd.queue.approvals"    // {} → {"items":[…]} as GET /v1/queues/approvals
+	SubjectQueueReady        = "weir.cmd.queue.ready"        // {} → as GET /v1/queues/ready
+	SubjectQueueInFlight     = "weir.cmd.queue.in-flight"    // {} → as GET /v1/queues/in-flight
+)
+
+// DefaultMaxConcurrent bounds the NATS commands handled at once.
+const DefaultMaxConcurrent = 64
+
+// ServiceConfig configures the NATS micro service.
+type ServiceConfig struct {
+	Intake     *sagas.Intake // required
+	Principals *Principals   // required
+	// Queues serves weir.cmd.queue.*; nil serves empty lists.
+	Queues Queues
+	// Now is the clock the queues are read at; nil: time.Now.
+	Now func() time.Time
+	// Version is the service version shown by `nats micro info` (semver);
+	// "0.0.0" when empty.
+	Version string
+	// Metrics: share the HTTP handler's (nil creates an unserved one).
+	Metrics *Metrics
+	Logger  *slog.Logger // nil: slog.Default()
+	// MaxConcurrent bounds the commands handled at once across endpoints
+	// (DefaultMaxConcurrent when zero). When all slots are busy, new
+	// messages wait in the subscription's pending buffer.
+	MaxConcurrent int
+	// CommandTimeout bounds each command (DefaultCommandTimeout when zero).
+	CommandTimeout time.Duration
+}
+
+// StartService registers the micro service "weir" on nc with one endpoint
+// per Subject* constant, in queue group "q" (several weir processes share
+// the load), and flushes so that it answers as soon as it returns. The
+// caller stops it with Stop, which waits for commands in progress.
+//
+// Subjects and roles: weir.cmd.withdrawal.request (requester),
+// .approve (approver), .cancel (its requester or an operator), .get,
+// .events; weir.cmd.account.credit (operator), .get; weir.cmd.policy.get,
+// .set (operator); weir.cmd.queue.approvals, .ready, .in-flight. Reads need
+// any authenticated principal.
+//
+// # Wire format
+//
+// Request: a NATS request on the subject, header
+// "Authorization: Bearer <token>", body a JSON document equal to the HTTP
+// body (at most MaxBodyBytes).
+//
+// Success: the reply body is exactly the HTTP API's JSON for the same call
+// (withdrawal, {"events":[…]}, account, policy), with no error headers. On
+// weir.cmd.withdrawal.request and weir.cmd.account.credit the header
+// "Idempotent-Replayed: true" marks an identical retry (HTTP 200 instead of
+// 201).
+//
+// Refusal: a micro error, i.e. the reply carries the headers
+//
+//	Nats-Service-Error-Code: <HTTP status as decimal, e.g. "409">
+//	Nats-Service-Error:      <error code, e.g. "idempotency_conflict">
+//
+// and its body is the HTTP API's error document
+// {"error":{"code","message","field"}} (field omitted when none). The
+// status is StatusTable[code]: 400 malformed_json, 401 unauthenticated,
+// 403 forbidden/self_approval, 404 not_found, 409, 413 too_large, 422,
+// 500 internal, 503 unavailable. A client tests for the
+// Nats-Service-Error-Code header; when present it decodes the body as
+// ErrorBody.
+//
+// Handlers run in their own goroutines (at most MaxConcurrent at once), so
+// a slow command never holds up another on the same subject. Because they
+// reply by publishing to the request's reply subject themselves, micro's
+// per-endpoint stats count requests but not errors; the Prometheus metrics
+// (weir_api_requests_total{transport="nats"}) count both.
+func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
+	if nc == nil || cfg.Intake == nil || cfg.Principals == nil {
+		return nil, fmt.Errorf("api: StartService needs a connection, Intake and Principals")
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.0.0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	s := &natsService{
+		nc: nc, cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
+		ops: &ops{intake: cfg.Intake, queues: cfg.Queues, now: cfg.Now},
+		sem: make(chan struct{}, cfg.MaxConcurrent),
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     cfg.Version,
+		Description: "weir withdrawal commands: request, approve, cancel, credit, policy",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api: add micro service: %w", err)
+	}
+	s.Service = svc
+	o := s.ops
+	endpoints := []struct {
+		subject, command string
+		fn               natsFunc
+	}{
+		{SubjectWithdrawalRequest, cmdRequest, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			return o.request(ctx, p, body)
+		}},
+		{SubjectWithdrawalApprove, cmdApprove, withID(o.approve)},
+		{SubjectWithdrawalCancel, cmdCancel, withID(o.cancel)},
+		{SubjectWithdrawalGet, cmdGet, withID(o.withdrawal)},
+		{SubjectWithdrawalEvents, cmdEvents, withID(o.events)},
+		{SubjectAccountCredit, cmdCredit, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			return o.credit(ctx, p, "", body)
+		}},
+		{SubjectAccountGet, cmdAccount, withID(o.account)},
+		{SubjectPolicyGet, cmdPolicyGet, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			if err := decodeEmpty(body); err != nil {
+				return result{}, err
+			}
+			return o.policy(ctx, p)
+		}},
+		{SubjectPolicySet, cmdPolicySet, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			return o.setPolicy(ctx, p, body)
+		}},
+		{SubjectQueueApprovals, cmdQueue, queueEndpoint(o, "approvals")},
+		{SubjectQueueReady, cmdQueue, queueEndpoint(o, "ready")},
+		{SubjectQueueInFlight, cmdQueue, queueEndpoint(o, "in-flight")},
+	}
+	for _, e := range endpoints {
+		name := strings.NewReplacer(".", "_", "-", "_").Replace(strings.TrimPrefix(e.subject, "weir.cmd."))
+		if err := svc.AddEndpoint(name, s.endpoint(e.subject, e.command, e.fn),
+			micro.WithEndpointSubject(e.subject)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("api: endpoint %s: %w", e.subject, err)
+		}
+	}
+	// Make sure the server knows the subscriptions before we say the
+	// service is up: a request sent right after StartService returns must
+	// find a responder.
+	if err := nc.FlushTimeout(10 * time.Second); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("api: flush service subscriptions: %w", err)
+	}
+	return s, nil
+}
+
+func queueEndpoint(o *ops, name string) natsFunc {
+	return func(_ context.Context, _ Principal, body []byte) (result, error) {
+		if err := decodeEmpty(body); err != nil {
+			return result{}, err
+		}
+		return o.queue(name)
+	}
+}
+
+// decodeEmpty accepts an empty body or {}.
+func decodeEmpty(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var empty struct{}
+	return decodeStrict(body, &empty)
+}
+
+type natsFunc func(ctx context.Context, p Principal, body []byte) (result, error)
+
+func withID(fn func(context.Context, Principal, string) (result, error)) natsFunc {
+	return func(ctx context.Context, p Principal, body []byte) (result, error) {
+		id, err := decodeID(body)
+		if err != nil {
+			return result{}, err
+		}
+		return fn(ctx, p, id)
+	}
+}
+
+// natsService is the micro service plus the bookkeeping of its handler
+// goroutines; Stop waits for them.
+type natsService struct {
+	micro.Service
+	nc      *nats.Conn
+	cfg     ServiceConfig
+	log     *slog.Logger
+	metrics *Metrics
+	ops     *ops
+	sem     chan struct{}
+
+	mu       sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// Stop stops the micro service and waits for the commands in progress.
+func (s *natsService) Stop() error {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	err := s.Service.Stop()
+	s.wg.Wait()
+	return err
+}
+
+func (s *natsService) endpoint(subject, command string, fn natsFunc) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		start := time.Now()
+		reply, data, hdr := req.Reply(), req.Data(), nats.Header(req.Headers())
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			s.respond(subject, command, reply, start, "", result{}, apiError(CodeUnavailable, "", "the service is stopping"))
+			return
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.sem <- struct{}{} // wait for a slot: back-pressure on this subscription
+		go func() {
+			defer func() { <-s.sem; s.wg.Done() }()
+			var principal string
+			var res result
+			var err error
+			func() {
+				defer func() {
+					if v := recover(); v != nil {
+						err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+					}
+				}()
+				principal, res, err = s.run(command, hdr, data, fn)
+			}()
+			s.respond(subject, command, reply, start, principal, res, err)
+		}()
+	})
+}
+
+func (s *natsService) run(command string, hdr nats.Header, data []byte, fn natsFunc) (string, result, error) {
+	p, ok := s.cfg.Principals.Authenticate(headerValue(hdr, HeaderAuthorization))
+	if !ok {
+		return "", result{}, apiError(CodeUnauthenticated, "", "a valid Authorization: Bearer <token> header is required")
+	}
+	if err := authorize(p, command); err != nil {
+		return p.Name, result{}, err
+	}
+	if len(data) > MaxBodyBytes {
+		return p.Name, result{}, apiError(CodeTooLarge, "", "the body is larger than 64 KiB")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommandTimeout)
+	defer cancel()
+	res, err := fn(ctx, p, data)
+	return p.Name, res, err
+}
+
+// headerValue reads a header whatever the case of its name (NATS headers
+// are case-sensitive; HTTP habits are not).
+func headerValue(h nats.Header, key string) string {
+	if v := h.Get(key); v != "" {
+		return v
+	}
+	for k, vs := range h {
+		if strings.EqualFold(k, key) && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+func (s *natsService) respond(subject, command, reply string, start time.Time, principal string, res result, err error) {
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	status := http.StatusOK
+	var internal error
+	if err != nil {
+		var body ErrorBody
+		var isInternal bool
+		status, body, isInternal = classify(err)
+		if isInternal {
+			internal = err
+			if body.Error.Code == CodeInternal {
+				body.Error.Message = "internal error"
+			}
+		}
+		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(status))
+		msg.Header.Set(micro.ErrorHeader, body.Error.Code)
+		msg.Data, _ = json.Marshal(body)
+	} else {
+		if res.created {
+			status = http.StatusCreated
+		}
+		if res.replayed {
+			msg.Header.Set(HeaderReplayed, "true")
+		}
+		b, merr := json.Marshal(res.body)
+		if merr != nil {
+			internal = merr
+			status = http.StatusInternalServerError
+			msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(status))
+			msg.Header.Set(micro.ErrorHeader, CodeInternal)
+			b, _ = json.Marshal(ErrorBody{ErrorDetail{Code: CodeInternal, Message: "internal error"}})
+		}
+		msg.Data = b
+	}
+	msg.Header.Set("Content-Type", "application/json")
+	if reply != "" {
+		if perr := s.nc.PublishMsg(msg); perr != nil {
+			s.log.Warn("nats reply failed", "subject", subject, "err", perr)
+		}
+	}
+	d := time.Since(start)
+	s.metrics.observe("nats", subject, command, status, d)
+	attrs := []slog.Attr{
+		slog.String("subject", subject), slog.Int("status", status),
+		slog.String("principal", principal), slog.Duration("duration", d),
+	}
+	s.log.LogAttrs(context.Background(), logLevel(status, internal), "nats request", append(attrs, errAttr(internal)...)...)
+}
