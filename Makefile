@@ -11,8 +11,8 @@ test:
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 fuzz:
-	$(GO) test ./tron -run '^$$' -fuzz FuzzParseAddress -fuzztime 5s
-	$(GO) test ./tron -run '^$$' -fuzz FuzzDecodeRaw -fuzztime 5s
+	$(GO) test ./tron -run '^$$' -fuzz FuzzParseAddress -fuzztime 5s -fuzzminimizetime 100x
+	$(GO) test ./tron -run '^$$' -fuzz FuzzDecodeRaw -fuzztime 5s -fuzzminimizetime 100x
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./eventstore

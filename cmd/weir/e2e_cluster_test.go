@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTwoServeProcessesShareOneNATS runs two `weir serve` processes against
+// one NATS server and one chain node, each with its own workers, and pays a
+// batch of withdrawals: every withdrawal is confirmed exactly once, with one
+// envelope, and the account settles to the cent. The processes share
+// nothing but NATS: claims fenced by optimistic appends keep their workers
+// apart.
+func TestTwoServeProcessesShareOneNATS(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "hot.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(devSigningKey[:])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startServe(t, "--workers", "2", "--signing-key", keyFile)
+	b := startServe(t, "--workers", "2", "--signing-key", keyFile, "--nats-url", a.natsURL, "--tron-node", a.tronURL, "--tron-http", "")
+	ca := httpClient{t: t, base: a.httpURL}
+	cb := httpClient{t: t, base: b.httpURL}
+
+	if code, _, body := ca.do("POST", "/v1/accounts/pool/credits", "dev-olivia-token", `{"credit_id":"seed","amount":"1000"}`); code != 201 {
+		t.Fatalf("credit: %d %v", code, body)
+	}
+	const n = 16
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("11111111-2222-4333-8444-%012d", i+1)
+		c := ca
+		if i%2 == 1 {
+			c = cb // requests arrive at both processes
+		}
+		body := `{"operation_id":"` + ids[i] + `","account":"pool","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"12.5"}`
+		if code, _, w := c.do("POST", "/v1/withdrawals", "dev-alice-token", body); code != 201 {
+			t.Fatalf("request %d: %d %v", i, code, w)
+		}
+		if code, _, w := c.do("POST", "/v1/withdrawals/"+ids[i]+"/approve", "dev-bob-token", ""); code != 200 {
+			t.Fatalf("approve %d: %d %v", i, code, w)
+		}
+	}
+	txids := map[string]string{}
+	claimers := map[string]int{}
+	for _, id := range ids {
+		w := ca.waitForState(id, "dev-alice-token", "confirmed", 90*time.Second)
+		if w["attempt"] != float64(1) {
+			t.Errorf("%s: attempt %v, want 1 (no rebuild without faults)", id, w["attempt"])
+		}
+		txid, _ := w["txid"].(string)
+		if other, dup := txids[txid]; dup || txid == "" {
+			t.Fatalf("txid %q of %s also used by %s", txid, id, other)
+		}
+		txids[txid] = id
+		_, _, evs := cb.do("GET", "/v1/withdrawals/"+id+"/events", "dev-alice-token", "")
+		built := 0
+		for _, e := range evs["events"].([]any) {
+			if data, _ := e.(map[string]any)["data"].(map[string]any); data != nil && e.(map[string]any)["type"] == "withdrawal.claimed" {
+				worker, _ := data["worker"].(string)
+				claimers[worker]++
+			}
+			if typ := e.(map[string]any)["type"].(string); strings.HasSuffix(typ, "envelope_built") || strings.HasSuffix(typ, "rebuilt") {
+				built++
+			}
+		}
+		if built != 1 {
+			t.Errorf("%s: %d envelopes written, want 1", id, built)
+		}
+	}
+	t.Logf("claims by worker: %v", claimers)
+	// The account settles to the cent: 16 × 12.5 = 200 paid out.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, acct := cb.do("GET", "/v1/accounts/pool", "dev-alice-token", "")
+		if acct["settled"] == "200" && acct["reserved"] == "0" && acct["available"] == "800" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("balance: %v", acct)
+		}
+		<-time.After(20 * time.Millisecond) // the ledger saga settles asynchronously
+	}
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/tronhttp"
+)
+
+// engine is one running weir process: everything `weir serve` starts, in
+// the order it must stop.
+type engine struct {
+	log        *slog.Logger
+	emb        *eventstore.Embedded // nil with --nats-url
+	conns      []*nats.Conn
+	store      *eventstore.Store
+	storeCfg   eventstore.Config
+	repo       *sagas.Repo
+	intake     *sagas.Intake
+	projector  *projections.Projector
+	sim        *tron.SimNode // nil with --tron-node
+	node       tron.Node
+	httpSrv    *http.Server
+	tronSrv    *http.Server
+	service    micro.Service
+	httpAddr   string
+	natsURL    string
+	tronURL    string
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	workersErr chan error
+	// stops run (in reverse) after the workers and sagas have stopped.
+	stops []func(context.Context) error
+}
+
+// devFundingAccount is credited by the dev defaults so a newcomer can pay
+// out at once.
+const (
+	devFundingAccount = "dev"
+	devFundingAmount  = "1000000"
+)
+
+// devSigningKey is the dev hot wallet's key: public, deterministic, and only
+// ever used against the simulated node.
+var devSigningKey = sha256.Sum256([]byte("weir dev hot wallet — never use on a real chain"))
+
+func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out io.Writer) (_ *engine, err error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	e := &engine{log: log, cancel: cancel, workersErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			_ = e.Close(context.Background())
+		}
+	}()
+
+	if cfg.Sync != "always" && cfg.Sync != "lazy" {
+		return nil, fmt.Errorf("--sync must be always or lazy, not %q", cfg.Sync)
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("--workers must be ≥ 0")
+	}
+	dailyLimit := aggregate.Amount{}
+	if cfg.DailyLimit != "" && cfg.DailyLimit != "0" {
+		if dailyLimit, err = aggregate.ParseAmount(aggregate.USDT, cfg.DailyLimit); err != nil {
+			return nil, fmt.Errorf("--daily-limit: %w", err)
+		}
+	}
+	principals := api.DevPrincipals()
+	devMode := cfg.Principals == ""
+	if !devMode {
+		if principals, err = api.LoadPrincipals(cfg.Principals); err != nil {
+			return nil, err
+		}
+	}
+	var policy *aggregate.Policy
+	if cfg.Policy != "" {
+		b, err := os.ReadFile(cfg.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		p, err := aggregate.ParsePolicyJSON(b)
+		if err != nil {
+			return nil, fmt.Errorf("--policy %s: %w", cfg.Policy, err)
+		}
+		policy = &p
+	}
+	cust := devCustody()
+	if cfg.Custody != "" {
+		if cust, err = loadCustody(cfg.Custody); err != nil {
+			return nil, err
+		}
+	}
+
+	// NATS: embedded by default, or an external server/cluster.
+	connect := func(name string) (*nats.Conn, error) {
+		var nc *nats.Conn
+		var err error
+		if e.emb != nil {
+			nc, err = e.emb.Connect(nats.Name(name))
+		} else {
+			nc, err = eventstore.ConnectURL(cfg.NATSURL, nats.Name(name))
+		}
+		if err == nil {
+			e.conns = append(e.conns, nc)
+		}
+		return nc, err
+	}
+	if cfg.NATSURL == "" {
+		e.emb, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{
+			StoreDir: cfg.Data, Memory: cfg.memory, SyncAlways: cfg.Sync == "always",
+			ClientListen: cfg.NATSAddr, ServerName: "weir", Logger: cfg.natsLog,
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.natsURL = e.emb.ClientURL()
+		log.Info("embedded NATS listening", "url", e.natsURL, "store", cfg.Data, "sync", cfg.Sync)
+	} else {
+		e.natsURL = cfg.NATSURL
+		log.Info("using external NATS", "url", cfg.NATSURL, "replicas", cfg.Replicas)
+	}
+	nc, err := connect("weir-api")
+	if err != nil {
+		return nil, err
+	}
+	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory}
+	if e.store, err = eventstore.Open(ctx, nc, e.storeCfg, projections.NewRegistry()); err != nil {
+		return nil, err
+	}
+	e.repo = sagas.NewRepo(e.store)
+	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
+	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
+
+	// The policy in force: --policy becomes the next version when it says
+	// something new; with no flag the stored policy stays, and a fresh store
+	// starts with the default.
+	current, err := e.intake.Policy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if policy == nil && current.Version == 0 {
+		p := aggregate.DefaultPolicy()
+		policy = &p
+	}
+	if policy != nil {
+		if current, err = e.intake.SetPolicy(ctx, *policy, "weir-serve"); err != nil {
+			return nil, fmt.Errorf("storing policy: %w", err)
+		}
+	}
+	log.Info("policy in force", "name", current.Name, "version", current.Version)
+
+	// The chain: the simulated node (also served over java-tron's HTTP
+	// API) unless --tron-node names a real one.
+	var signer tron.Signer
+	if cfg.SigningKey != "" {
+		if signer, err = tron.LoadKeySigner(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("--signing-key: %w", err)
+		}
+	} else if cfg.TronNode != "" {
+		return nil, errors.New("--tron-node needs --signing-key: the dev key is for the simulated node only")
+	} else if signer, err = tron.NewKeySigner(devSigningKey[:]); err != nil {
+		return nil, err
+	}
+	if cfg.TronNode != "" {
+		e.node = tronhttp.NewHTTPNode(cfg.TronNode, &http.Client{Timeout: 10 * time.Second})
+		e.tronURL = cfg.TronNode
+	} else {
+		simCfg := tron.SimConfig{Start: time.Now().UTC(), SolidityLag: cfg.SimSolidityLag}
+		if cfg.SimSolidityLag == 0 {
+			simCfg.Instant = true
+		}
+		if err := simCfg.Validate(); err != nil {
+			return nil, err
+		}
+		e.sim = tron.NewSimNode(simCfg)
+		e.node = e.sim
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := e.sim.Run(ctx, cfg.SimBlockInterval); err != nil && ctx.Err() == nil {
+				log.Error("simulated node stopped", "err", err)
+			}
+		}()
+		if cfg.TronHTTP != "" {
+			ln, err := net.Listen("tcp", cfg.TronHTTP)
+			if err != nil {
+				return nil, fmt.Errorf("--tron-http: %w", err)
+			}
+			e.tronSrv = &http.Server{Handler: tronhttp.NewHandler(e.sim), ReadHeaderTimeout: 5 * time.Second}
+			e.tronURL = "http://" + ln.Addr().String()
+			go func() { _ = e.tronSrv.Serve(ln) }()
+			log.Info("simulated TRON node serving java-tron HTTP API", "url", e.tronURL, "block_interval", cfg.SimBlockInterval)
+		}
+	}
+	log.Info("hot wallet", "address", signer.Address().String())
+
+	// Read models and sagas.
+	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
+		return nil, err
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := ledger.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("ledger saga stopped", "err", err)
+		}
+	}()
+	for i := range cfg.Workers {
+		if err := e.startWorker(ctx, i, connect, signer, cust, log); err != nil {
+			return nil, err
+		}
+	}
+
+	// Transports.
+	metrics := api.NewMetrics()
+	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
+		Intake: e.intake, Principals: principals, Queues: e.projector, Logger: log,
+		Health: e.health, Metrics: metrics,
+	})
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return nil, fmt.Errorf("--http: %w", err)
+	}
+	e.httpAddr = ln.Addr().String()
+	e.httpSrv = &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := e.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("HTTP server stopped", "err", err)
+		}
+	}()
+	log.Info("HTTP API listening", "url", "http://"+e.httpAddr)
+	svcConn, err := connect("weir-service")
+	if err != nil {
+		return nil, err
+	}
+	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: e.projector, Logger: log, Metrics: metrics}); err != nil {
+		return nil, err
+	}
+	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")
+
+	if devMode {
+		if _, _, err := e.intake.Credit(ctx, sagas.CreditInput{Account: devFundingAccount, CreditID: "dev-funding", Amount: []byte(`"` + devFundingAmount + `"`)}); err != nil {
+			return nil, fmt.Errorf("funding dev account: %w", err)
+		}
+		if e.sim != nil {
+			e.sim.SetBalance(signer.Address(), new(big.Int).Mul(big.NewInt(1_000_000_000), big.NewInt(1_000_000)))
+		}
+		fmt.Fprintln(out, "weir dev mode — these tokens are public; use --principals in production:")
+		for _, p := range principals.All() {
+			fmt.Fprintf(out, "  %-8s %-18s roles=%v\n", p.Name, p.Token, p.Roles)
+		}
+		fmt.Fprintf(out, "  account %q funded with %s USDT; withdrawals to %s are internal transfers to account \"treasury\"\n",
+			devFundingAccount, devFundingAmount, devCustodyAddress)
+	}
+	return e, nil
+}
+
+// health reports whether the store answers and the projections keep up.
+func (e *engine) health(ctx context.Context) error {
+	if _, err := e.store.LastSequence(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	select {
+	case err := <-e.workersErr:
+		e.workersErr <- err
+		return fmt.Errorf("workers: %w", err)
+	default:
+	}
+	return nil
+}
+
+// Close stops everything in reverse order of start: transports first so
+// nothing new is accepted, then workers and sagas, then the store. Work in
+// flight is safe to abandon: every step is in the log before its effect.
+func (e *engine) Close(ctx context.Context) error {
+	var err error
+	e.closeOnce.Do(func() {
+		if e.httpSrv != nil {
+			err = errors.Join(err, e.httpSrv.Shutdown(ctx))
+		}
+		if e.service != nil {
+			err = errors.Join(err, e.service.Stop())
+		}
+		e.cancel()
+		e.wg.Wait()
+		for i := len(e.stops) - 1; i >= 0; i-- {
+			err = errors.Join(err, e.stops[i](ctx))
+		}
+		if e.tronSrv != nil {
+			_ = e.tronSrv.Shutdown(ctx)
+		}
+		for _, nc := range e.conns {
+			_ = nc.Drain()
+		}
+		if e.emb != nil {
+			e.emb.Shutdown()
+		}
+	})
+	return err
+}
+
+// startProjector starts the read models, checkpointed in the KV bucket
+// under a name unique to this process, so several weir processes sharing
+// one NATS do not overwrite each other's snapshots.
+func startProjector(ctx context.Context, e *engine, nc *nats.Conn, cfg serveConfig, log *slog.Logger) (*projections.Projector, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := projections.NewKVCheckpoints(ctx, js, e.store, "weir_projections")
+	if err != nil {
+		return nil, fmt.Errorf("projection checkpoints: %w", err)
+	}
+	p := projections.New(e.store, projections.Options{
+		Name: checkpointName(cfg), Checkpoints: cps, Logger: log.With("room", "projections"),
+	})
+	if err := p.Start(ctx); err != nil {
+		return nil, fmt.Errorf("projections: %w", err)
+	}
+	e.stops = append(e.stops, p.Stop)
+	return p, nil
+}
+
+// checkpointName is stable across restarts of one process (host and HTTP
+// port) and differs between processes.
+func checkpointName(cfg serveConfig) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(cfg.HTTP)
+	name := "views-" + host + "-" + port
+	clean := make([]rune, 0, len(name))
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			clean = append(clean, r)
+		default:
+			clean = append(clean, '_')
+		}
+	}
+	return string(clean)
+}
+
+// startWorker starts broadcast worker i on its own NATS connection (and so
+// its own store handle), as a separate process would have.
+func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, log *slog.Logger) error {
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i+1)
+	nc, err := connect("weir-worker-" + id)
+	if err != nil {
+		return err
+	}
+	store, err := eventstore.Open(ctx, nc, e.storeCfg, projections.NewRegistry())
+	if err != nil {
+		return err
+	}
+	w, err := sagas.NewWorker(sagas.WorkerConfig{
+		ID: id, Repo: sagas.NewRepo(store), Node: e.node, Signer: signer,
+		Custody: cust.lookup, Work: e.projector, PollInterval: 200 * time.Millisecond,
+		Logger: log.With("worker", id),
+	})
+	if err != nil {
+		return err
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("worker stopped", "worker", id, "err", err)
+			select {
+			case e.workersErr <- err:
+			default:
+			}
+		}
+	}()
+	return nil
+}

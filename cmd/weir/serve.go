@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+func init() {
+	register(command{name: "serve", summary: "run the engine: embedded NATS, HTTP API, NATS service, workers, simulated node", run: runServe})
+}
+
+// serveConfig is every `weir serve` flag (CONTRACT.md), each also read from
+// WEIR_<FLAG>.
+type serveConfig struct {
+	Data             string
+	HTTP             string
+	NATSAddr         string
+	NATSURL          string
+	Replicas         int
+	Sync             string
+	Workers          int
+	Principals       string
+	Policy           string
+	Custody          string
+	TronNode         string
+	TronHTTP         string
+	SimBlockInterval time.Duration
+	SimSolidityLag   int
+	DailyLimit       string
+	SigningKey       string
+	LogLevel         string
+
+	// memory runs the embedded server on memory storage (tests, demo,
+	// bench); not a flag.
+	memory bool
+	// natsLog receives the embedded server's own log (warnings and up by
+	// default: its start-up banner is noise next to ours).
+	natsLog *slog.Logger
+}
+
+func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
+	c := &serveConfig{}
+	fs := newFlagSet("serve", "serve [flags]", stderr)
+	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage)")
+	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "HTTP API listen address")
+	fs.StringVar(&c.NATSAddr, "nats-addr", "127.0.0.1:4222", "embedded server's client listener (producers, nats CLI)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "use an external NATS server/cluster instead of the embedded one")
+	fs.IntVar(&c.Replicas, "replicas", 1, "stream replicas (3 on a cluster)")
+	fs.StringVar(&c.Sync, "sync", "always", "always: fsync every write; lazy: JetStream's default interval")
+	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
+	fs.StringVar(&c.Principals, "principals", "", "JSON principals file [{name,token,roles}] (default: dev principals)")
+	fs.StringVar(&c.Policy, "policy", "", "JSON approval policy file {name,rules:[{name,threshold,approvers}]} (default: four-eyes above 1000)")
+	fs.StringVar(&c.Custody, "custody", "", "JSON custody file [{address,account}]: destinations we custody (default: dev custody)")
+	fs.StringVar(&c.TronNode, "tron-node", "", "a real java-tron HTTP endpoint; empty = built-in simulated node")
+	fs.StringVar(&c.TronHTTP, "tron-http", "127.0.0.1:8090", "where the simulated node serves its java-tron-shaped HTTP API (empty: not served)")
+	fs.DurationVar(&c.SimBlockInterval, "sim-block-interval", time.Second, "wall time per simulated block (chain time always advances 3 s a block)")
+	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")
+	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
+	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	return fs, c
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := serveFlags(stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "serve: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.natsLog = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: max(level, slog.LevelWarn)})).With("room", "nats-server")
+	eng, err := startEngine(ctx, *cfg, log, stdout)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := eng.Close(shutdownCtx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("stopped cleanly")
+	_ = os.Stdout.Sync()
+	return nil
+}

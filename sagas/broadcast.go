@@ -1,0 +1,361 @@
+package sagas
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/tron"
+)
+
+// stepResult says what a state handler wants next.
+type stepResult int
+
+const (
+	stepNext stepResult = iota // the state moved: run the next handler
+	stepWait                   // nothing to do until the chain moves: keep the lease, come back later
+	stepStop                   // the withdrawal left the saga's hands (e.g. back to requested)
+)
+
+// ReasonInvalidAddress rejects an approved withdrawal whose destination is
+// not a TRON address (intake validates it, so only a foreign writer or an
+// old event can get here); nothing was ever built for it.
+const ReasonInvalidAddress = "invalid_address"
+
+// handle runs the handler of the withdrawal's state. Each handler starts
+// from what the log says and asks the chain by txid where it must, so it
+// is also the recovery procedure for a worker that died in that state.
+func (wk *Worker) handle(ctx context.Context, f *flight) (stepResult, error) {
+	switch f.w.State {
+	case aggregate.StateApproved:
+		return wk.prepare(ctx, f)
+	case aggregate.StateSigning:
+		return wk.sign(ctx, f)
+	case aggregate.StateSigned:
+		return wk.sendFirst(ctx, f)
+	case aggregate.StateBroadcasting:
+		return wk.reconcile(ctx, f)
+	case aggregate.StateBroadcast:
+		return wk.confirm(ctx, f)
+	}
+	return stepStop, nil
+}
+
+// prepare is everything before a signature exists: route, re-check the
+// approvals against the policy in force now, then either settle on the
+// ledger (internal route; the node is never called) or write ahead the
+// first envelope.
+func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
+	if f.w.Route.IsZero() {
+		route, err := wk.route(f.w)
+		if err != nil {
+			return stepStop, err
+		}
+		if err := wk.write(ctx, f, aggregate.ChooseRoute{Route: route, At: wk.now()}, true); err != nil {
+			return stepStop, err
+		}
+		if wk.crashAt(CrashAfterRoute, f.w.ID) {
+			return stepStop, ErrCrashed
+		}
+	}
+	policy, err := wk.policy(ctx)
+	if err != nil {
+		return stepStop, err
+	}
+	if err := wk.write(ctx, f, aggregate.RecheckApprovals{Policy: policy, At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	if f.w.State != aggregate.StateApproved {
+		// The policy tightened since approval: back to requested, with the
+		// reason recorded; more approvals can make it ready again.
+		wk.log.Info("approvals no longer suffice", "withdrawal", f.w.ID, "policy_version", policy.Version, "reason", f.w.Reason)
+		return stepStop, nil
+	}
+	if f.w.Route.IsInternal() {
+		if wk.crashAt(CrashBeforeSettleInternal, f.w.ID) {
+			return stepStop, ErrCrashed
+		}
+		if err := wk.write(ctx, f, aggregate.SettleInternally{Policy: policy, At: wk.now()}, true); err != nil {
+			return stepStop, err
+		}
+		wk.log.Info("settled internally", "withdrawal", f.w.ID, "account", f.w.Route.Account())
+		return stepNext, nil
+	}
+	to, err := tron.ParseAddress(f.w.ToAddress)
+	if err != nil {
+		err := wk.write(ctx, f, aggregate.Reject{Reason: ReasonInvalidAddress, Detail: err.Error(), At: wk.now()}, true)
+		return stepStop, err
+	}
+	env, err := wk.buildEnvelope(ctx, f.w, to, 1)
+	if err != nil {
+		return stepWait, err
+	}
+	// Write-ahead: the txid and the exact bytes are in the log before a
+	// signature exists, so every later question to the chain is about a
+	// txid we already hold.
+	if err := wk.write(ctx, f, aggregate.BuildEnvelope{Envelope: env, Policy: policy, At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	wk.log.Info("envelope built", "withdrawal", f.w.ID, "txid", env.TxID, "expiration", env.Expiration)
+	if wk.crashAt(CrashAfterBuild, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	return stepNext, nil
+}
+
+func (wk *Worker) route(w aggregate.Withdrawal) (aggregate.Route, error) {
+	if account, ok := wk.cfg.Custody(w.ToAddress); ok {
+		return aggregate.InternalRoute(account, "destination custodied by weir")
+	}
+	return aggregate.ExternalRoute("destination not custodied by weir")
+}
+
+// memoPrefix starts the raw_data.data of every envelope. The memo names
+// the withdrawal and the attempt so that two withdrawals paying the same
+// amount to the same address from the same reference block can never
+// produce the same bytes — and hence the same txid, which the chain would
+// execute only once for both.
+const memoPrefix = "weir:"
+
+// buildEnvelope makes a TRC-20 transfer from the node's view of the chain:
+// TAPoS from the solid block (it cannot be reorganised away), creation time
+// and expiration from the head block's time (chain time, never ours).
+func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to tron.Address, attempt int) (aggregate.Envelope, error) {
+	nctx, cancel := wk.nodeCtx(ctx)
+	defer cancel()
+	head, err := wk.cfg.Node.Head(nctx)
+	if err != nil {
+		return aggregate.Envelope{}, fmt.Errorf("head: %w", err)
+	}
+	ref, err := wk.cfg.Node.RefBlock(nctx)
+	if err != nil {
+		return aggregate.Envelope{}, fmt.Errorf("reference block: %w", err)
+	}
+	built, err := tron.BuildTransfer(tron.TransferParams{
+		Owner:      wk.cfg.Signer.Address(),
+		Contract:   tron.USDTContract,
+		To:         to,
+		Amount:     w.Amount.Units(),
+		RefBlock:   ref,
+		Timestamp:  head.Timestamp,
+		Expiration: head.Timestamp + wk.cfg.ExpirationWindow.Milliseconds(),
+		FeeLimit:   wk.cfg.FeeLimit,
+	})
+	if err != nil {
+		return aggregate.Envelope{}, fmt.Errorf("build transfer for %s: %w", w.ID, err)
+	}
+	raw, err := withMemo(built.Raw, fmt.Sprintf("%s%s:%d", memoPrefix, w.ID, attempt))
+	if err != nil {
+		return aggregate.Envelope{}, err
+	}
+	refHash := ref.RefBlockHash()
+	return aggregate.Envelope{
+		TxID:         tron.HexID(tron.TxID(raw)),
+		RawDataHex:   hex.EncodeToString(raw),
+		Expiration:   built.Expiration,
+		FeeLimit:     built.FeeLimit,
+		RefBlockNum:  ref.Number,
+		RefBlockHash: hex.EncodeToString(refHash[:]),
+	}, nil
+}
+
+// withMemo sets raw_data.data on freshly built bytes. tron.BuildTransfer
+// has no memo parameter, so the built transaction is decoded, given its
+// memo and encoded once — before anything is hashed, stored or signed;
+// the result is then the one authoritative form. The re-decoding check
+// makes sure the bytes are still exactly one TRC-20 transfer.
+func withMemo(raw []byte, memo string) ([]byte, error) {
+	r, err := tron.DecodeRaw(raw)
+	if err != nil {
+		return nil, fmt.Errorf("memo: %w", err)
+	}
+	r.Data = []byte(memo)
+	out := tron.EncodeRaw(r)
+	if _, err := tron.EnvelopeFromRaw(out); err != nil {
+		return nil, fmt.Errorf("memo: %w", err)
+	}
+	return out, nil
+}
+
+// storedEnvelope turns the logged envelope back into the bytes to sign and
+// send, checking they still hash to the logged txid.
+func storedEnvelope(w aggregate.Withdrawal) (tron.Envelope, error) {
+	raw, err := hex.DecodeString(w.Envelope.RawDataHex)
+	if err != nil {
+		return tron.Envelope{}, fmt.Errorf("withdrawal %s: stored raw data: %w", w.ID, err)
+	}
+	env, err := tron.EnvelopeFromRaw(raw)
+	if err != nil {
+		return tron.Envelope{}, fmt.Errorf("withdrawal %s: stored raw data: %w", w.ID, err)
+	}
+	if env.TxIDHex() != w.Envelope.TxID {
+		return tron.Envelope{}, fmt.Errorf("withdrawal %s: stored raw data hash to %s, not the logged txid %s", w.ID, env.TxIDHex(), w.Envelope.TxID)
+	}
+	return env, nil
+}
+
+// signedTx is the exact logged bytes with the logged signature.
+func signedTx(w aggregate.Withdrawal) (tron.SignedTx, error) {
+	env, err := storedEnvelope(w)
+	if err != nil {
+		return tron.SignedTx{}, err
+	}
+	sig, err := hex.DecodeString(w.Signature)
+	if err != nil || len(sig) != tron.SignatureSize {
+		return tron.SignedTx{}, fmt.Errorf("withdrawal %s: stored signature is not %d bytes of hex", w.ID, tron.SignatureSize)
+	}
+	return tron.SignedTx{Raw: env.Raw, Signature: sig}, nil
+}
+
+// sign signs the written-ahead envelope. Signing again after a crash is
+// harmless: the txid is fixed, and the signature does not change it.
+func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
+	env, err := storedEnvelope(f.w)
+	if err != nil {
+		return stepStop, err
+	}
+	// A signer that is not the envelope's owner (a key rotated under an
+	// envelope in flight) is refused here rather than failing the
+	// withdrawal: the envelope may be signable again once the right key is
+	// configured, and nothing has been sent.
+	stx, err := tron.SignEnvelope(tron.WithWorker(ctx, wk.cfg.ID), wk.cfg.Signer, env)
+	if err != nil {
+		return stepWait, fmt.Errorf("sign %s: %w", f.w.Envelope.TxID, err)
+	}
+	if wk.crashAt(CrashAfterSignBeforeRecord, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	if err := wk.write(ctx, f, aggregate.RecordSignature{TxID: f.w.Envelope.TxID, Signature: hex.EncodeToString(stx.Signature), At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	if wk.crashAt(CrashAfterSignature, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	return stepNext, nil
+}
+
+// sendFirst sends a signed envelope for the first time — unless the chain
+// has already passed its expiration, in which case sending is pointless
+// and only the proof of death can move it on.
+func (wk *Worker) sendFirst(ctx context.Context, f *flight) (stepResult, error) {
+	head, err := wk.head(ctx)
+	if err != nil {
+		return stepWait, err
+	}
+	if head.Timestamp >= f.w.Envelope.Expiration {
+		return wk.whenExpired(ctx, f)
+	}
+	return wk.send(ctx, f, head)
+}
+
+// send writes the broadcasting intent and then sends the exact logged
+// bytes. The intent comes first so that a worker that dies right after
+// sending leaves a log that says "this txid may be out there", and so that
+// a stale worker is refused here, before it reaches the node.
+func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (stepResult, error) {
+	stx, err := signedTx(f.w)
+	if err != nil {
+		return stepStop, err
+	}
+	txid := f.w.Envelope.TxID
+	n := f.w.Sends + 1
+	if err := wk.write(ctx, f, aggregate.RecordBroadcastIntent{TxID: txid, Send: n, At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	if wk.crashAt(CrashAfterIntent, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	nctx, cancel := wk.nodeCtx(ctx)
+	res, sendErr := wk.cfg.Node.Broadcast(nctx, stx)
+	cancel()
+	wk.sentAt[txid] = head.Number
+	if wk.crashAt(CrashAfterSend, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	switch tron.ClassifyBroadcast(res, sendErr) {
+	case tron.OutcomeAccepted:
+		wk.log.Info("broadcast accepted", "withdrawal", f.w.ID, "txid", txid, "send", n)
+		return wk.accepted(ctx, f, n, string(res.Code))
+	case tron.OutcomeRejected:
+		if n == 1 {
+			// The first send of this txid ever, refused for a reason a
+			// resend cannot fix: no copy of these bytes can be anywhere
+			// else, so nothing can land.
+			wk.log.Warn("broadcast rejected", "withdrawal", f.w.ID, "txid", txid, "result", res.String())
+			return wk.fail(ctx, f, aggregate.ReasonNodeRejected, res.String())
+		}
+		// An earlier send of the same bytes may be in some pool; the
+		// refusal of this copy proves nothing about that one. Reconcile
+		// like any other ambiguous answer; the chain-time proof settles it.
+		wk.log.Warn("resend rejected; reconciling", "withdrawal", f.w.ID, "txid", txid, "send", n, "result", res.String())
+	default:
+		wk.log.Info("broadcast ambiguous; reconciling", "withdrawal", f.w.ID, "txid", txid, "send", n, "result", res.String(), "err", sendErr)
+	}
+	st, err := wk.lookup(ctx, txid)
+	if err != nil {
+		return stepWait, err
+	}
+	if st.State != tron.TxUnknown {
+		return wk.found(ctx, f, st)
+	}
+	return stepWait, nil
+}
+
+// accepted records that the network has the current envelope.
+func (wk *Worker) accepted(ctx context.Context, f *flight, send int, result string) (stepResult, error) {
+	if err := wk.write(ctx, f, aggregate.RecordAccepted{TxID: f.w.Envelope.TxID, Send: send, Result: result, At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	if wk.crashAt(CrashAfterAccepted, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	return stepNext, nil
+}
+
+// fail ends the withdrawal without payout.
+func (wk *Worker) fail(ctx context.Context, f *flight, reason, detail string) (stepResult, error) {
+	if wk.crashAt(CrashBeforeFail, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	if len(detail) > 512 {
+		detail = detail[:512]
+	}
+	if err := wk.write(ctx, f, aggregate.Fail{Reason: reason, TxID: f.w.Envelope.TxID, Detail: detail, At: wk.now()}, true); err != nil {
+		return stepStop, err
+	}
+	wk.log.Warn("failed", "withdrawal", f.w.ID, "reason", reason, "detail", detail)
+	return stepNext, nil
+}
+
+func (wk *Worker) head(ctx context.Context) (tron.BlockHeader, error) {
+	nctx, cancel := wk.nodeCtx(ctx)
+	defer cancel()
+	h, err := wk.cfg.Node.Head(nctx)
+	if err != nil {
+		return h, fmt.Errorf("head: %w", err)
+	}
+	return h, nil
+}
+
+func (wk *Worker) lookup(ctx context.Context, txid string) (tron.TxStatus, error) {
+	return wk.lookupWith(ctx, txid, wk.cfg.Node.Lookup)
+}
+
+func (wk *Worker) solidLookup(ctx context.Context, txid string) (tron.TxStatus, error) {
+	return wk.lookupWith(ctx, txid, wk.cfg.Node.SolidLookup)
+}
+
+func (wk *Worker) lookupWith(ctx context.Context, txid string, call func(context.Context, [32]byte) (tron.TxStatus, error)) (tron.TxStatus, error) {
+	id, err := tron.ParseTxID(txid)
+	if err != nil {
+		return tron.TxStatus{}, err
+	}
+	nctx, cancel := wk.nodeCtx(ctx)
+	defer cancel()
+	st, err := call(nctx, id)
+	if err != nil {
+		return st, fmt.Errorf("lookup %s: %w", txid, err)
+	}
+	return st, nil
+}

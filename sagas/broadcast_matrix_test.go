@@ -1,0 +1,816 @@
+package sagas_test
+
+// The failure matrix of the broadcast saga (issue 5, item 7): one test per
+// scenario. Each asserts on the withdrawal's event stream (audited: every
+// event legal, every rebuild with its proof) and on the simulated node's
+// ledger and send log: the money moved exactly once, and no second txid was
+// ever accepted. Chain time moves only when a test advances the SimNode;
+// the lease clock only when a test moves it. No sleeps.
+
+import (
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/tron"
+)
+
+// The happy path, as a baseline for the others: one envelope, one send,
+// one transfer, confirmed after the block is solid.
+func TestHappyPathPaysOnceAfterSolidity(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("happy"), "250")
+	w1 := r.worker("w1")
+	r.until(5, r.inState(id, aggregate.StateBroadcast), w1)
+	if w := r.load(id); w.Confirmation.TxID != "" {
+		t.Fatal("confirmed before solidity")
+	}
+	r.until(30, r.terminal(id), w1)
+	w := r.paidOnce(id)
+	evs := r.events(id)
+	want := []string{
+		aggregate.EventRequested, aggregate.EventFundsReserved, aggregate.EventApproved,
+		aggregate.EventClaimed, aggregate.EventRouted, aggregate.EventEnvelopeBuilt, aggregate.EventSigned,
+		aggregate.EventBroadcasting, aggregate.EventBroadcastAccepted, aggregate.EventConfirmed,
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.EventType())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+	if s := r.sends(w); len(s) != 1 || s[0].Worker != "w1" || !s[0].Accepted {
+		t.Fatalf("send log %+v", s)
+	}
+	// The confirming block is solid on the node (final), not just included.
+	if solid := r.sim.CurrentSolidHead(); w.Confirmation.BlockNumber > solid.Number {
+		t.Fatalf("confirmed block %d is above the solid head %d", w.Confirmation.BlockNumber, solid.Number)
+	}
+	// The envelope's expiration is chain time: the head block's time plus
+	// the window, not anything from the wall clock.
+	built := bcOfType[aggregate.EnvelopeBuilt](evs)[0]
+	if d := built.Envelope.Expiration - built.At.UnixMilli(); d > -24*3600_000 && d < 24*3600_000 {
+		// The wall clock of the rig is months away from the chain's; a
+		// wall-clock expiration would land near the event time.
+		t.Fatalf("expiration %d looks like wall-clock time %d", built.Envelope.Expiration, built.At.UnixMilli())
+	}
+}
+
+// A client whose request timed out sends it again: the second create is a
+// replay (no event) and the withdrawal pays once.
+func TestClientRetriesATimedOutRequestCreatesOneWithdrawal(t *testing.T) {
+	r := newBCRig(t)
+	id, to := bcOpID(900), bcAddress("retry")
+	_, first, err := r.request(id, to, "75.5")
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first request: %d events, %v", len(first), err)
+	}
+	// The reply was lost; the client retries with the same payload.
+	w, again, err := r.request(id, to, "75.50")
+	if err != nil || len(again) != 0 || w.Version != 1 {
+		t.Fatalf("retry: %d events, version %d, %v", len(again), w.Version, err)
+	}
+	r.reserve(id)
+	r.approve(id, "bob")
+	r.work.add(id)
+	r.until(40, r.terminal(id), r.worker("w1"))
+	r.paidOnce(id)
+	if n := bcCount(r.events(id), aggregate.EventRequested); n != 1 {
+		t.Fatalf("%d requested events", n)
+	}
+}
+
+// 32 identical requests at once, from 32 connections: one stream, one
+// creation event, one payout.
+func TestThirtyTwoConcurrentIdenticalRequestsCreateOneWithdrawal(t *testing.T) {
+	r := newBCRig(t)
+	id, to := bcOpID(901), bcAddress("thirty-two")
+	policy := r.policy()
+	repos := make([]*sagas.Repo, 32)
+	for i := range repos {
+		repos[i] = r.newRepo()
+	}
+	cmd := aggregate.RequestWithdrawal{ID: id, Account: bcAccount, ToAddress: to, Amount: bcUSDT("12.5"),
+		RequestedBy: "alice", Policy: policy, At: r.clock.Now()}
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		created int
+		errs    []error
+	)
+	for _, repo := range repos {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, evs, err := repo.UpdateWithdrawal(r.ctx, id, func(aggregate.Withdrawal) (aggregate.Command, error) { return cmd, nil })
+			mu.Lock()
+			defer mu.Unlock()
+			created += len(evs)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 || len(errs) != 0 {
+		t.Fatalf("%d creation events, errors %v", created, errs)
+	}
+	r.reserve(id)
+	r.approve(id, "bob")
+	r.work.add(id)
+	r.until(40, r.terminal(id), r.worker("w1"))
+	r.paidOnce(id)
+	if evs := r.events(id); bcCount(evs, aggregate.EventRequested) != 1 {
+		t.Fatalf("%d requested events", bcCount(evs, aggregate.EventRequested))
+	}
+}
+
+// The same operation id with another payload is refused and leaves the
+// original untouched: the chain pays the original amount, once.
+func TestSameIDDifferentPayloadIsAConflictAndLeavesTheOriginal(t *testing.T) {
+	r := newBCRig(t)
+	id, to := bcOpID(902), bcAddress("conflict")
+	if _, _, err := r.request(id, to, "40"); err != nil {
+		t.Fatal(err)
+	}
+	_, evs, err := r.request(id, to, "4000")
+	if !errors.Is(err, aggregate.ErrIdempotencyConflict) || len(evs) != 0 {
+		t.Fatalf("different payload: %d events, err %v", len(evs), err)
+	}
+	_, _, err = r.request(id, bcAddress("elsewhere"), "40")
+	if !errors.Is(err, aggregate.ErrIdempotencyConflict) {
+		t.Fatalf("different destination: err %v", err)
+	}
+	r.reserve(id)
+	r.approve(id, "bob")
+	r.work.add(id)
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.paidOnce(id)
+	if !w.Amount.Equal(bcUSDT("40")) || w.ToAddress != to {
+		t.Fatalf("withdrawal is now %s to %s", w.Amount, w.ToAddress)
+	}
+	if total := r.sim.Ledger().Total; total.Cmp(bcUSDT("40").Units()) != 0 {
+		t.Fatalf("chain moved %s units", total)
+	}
+}
+
+// Two workers on separate connections race for one withdrawal: exactly one
+// wins the claim, the other is fenced, one envelope is built and one txid
+// reaches the chain.
+func TestTwoWorkersOneWithdrawalPayOnce(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("two-workers"), "300")
+	a, b := r.worker("wa"), r.worker("wb")
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]error, 2)
+	for i, w := range []*sagas.Worker{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, results[i] = w.Drive(r.ctx, id)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	fenced := 0
+	for _, err := range results {
+		switch {
+		case errors.Is(err, sagas.ErrFenced):
+			fenced++
+		case err != nil:
+			t.Fatalf("drive: %v", err)
+		}
+	}
+	if fenced != 1 {
+		t.Fatalf("%d workers fenced, want exactly 1 (%v)", fenced, results)
+	}
+	r.until(40, r.terminal(id), a, b)
+	w := r.paidOnce(id)
+	evs := r.events(id)
+	if n := bcCount(evs, aggregate.EventEnvelopeBuilt); n != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 {
+		t.Fatalf("%d envelopes, %d rebuilds", n, bcCount(evs, aggregate.EventRebuilt))
+	}
+	owners := map[string]bool{}
+	for _, c := range bcOfType[aggregate.Claimed](evs) {
+		owners[c.Worker] = true
+	}
+	senders := map[string]bool{}
+	for _, s := range r.sends(w) {
+		senders[s.Worker] = true
+	}
+	if len(owners) != 1 || len(senders) != 1 {
+		t.Fatalf("claims by %v, sends by %v: want one worker", owners, senders)
+	}
+}
+
+// A worker dies after writing the intent and before sending. The log says
+// "broadcasting", the node has never seen the bytes. Another worker, once
+// the lease lapsed, asks the chain by txid (unknown) and sends the same
+// bytes under a new intent.
+func TestCrashAfterWriteAheadBeforeSendResendsSameBytes(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("crash-intent"), "420")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterIntent, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	if _, err := w1.Step(r.ctx); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("a crashed worker must stay dead, got %v", err)
+	}
+	w := r.load(id)
+	if w.State != aggregate.StateBroadcasting || w.Sends != 1 || len(r.sim.BroadcastLog()) != 0 {
+		t.Fatalf("after crash: %s sends=%d, node saw %d sends", w.State, w.Sends, len(r.sim.BroadcastLog()))
+	}
+	w2 := r.worker("w2")
+	// The dead worker's lease still holds: nobody touches the withdrawal.
+	if _, err := w2.Drive(r.ctx, id); !errors.Is(err, sagas.ErrFenced) {
+		t.Fatalf("drive under a live lease: %v", err)
+	}
+	r.clock.Advance(bcLease + time.Second)
+	r.until(40, r.terminal(id), w2)
+	w = r.paidOnce(id)
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 {
+		t.Fatal("recovery must resend the same envelope, not build a new one")
+	}
+	intents := bcOfType[aggregate.Broadcasting](evs)
+	if len(intents) != 2 || intents[0].TxID != intents[1].TxID {
+		t.Fatalf("intents %+v", intents)
+	}
+	if s := r.sends(w); len(s) != 1 || s[0].Worker != "w2" {
+		t.Fatalf("send log %+v", s)
+	}
+}
+
+// A worker dies after the node accepted the bytes and before recording it.
+// The next worker finds the txid on the network by lookup and records the
+// acceptance without sending again.
+func TestCrashAfterSendBeforeRecordingReconcilesByTxID(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("crash-send"), "42")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterSend, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	if w := r.load(id); w.State != aggregate.StateBroadcasting {
+		t.Fatalf("after crash: %s", w.State)
+	}
+	if log := r.sim.BroadcastLog(); len(log) != 1 || !log[0].Accepted {
+		t.Fatalf("node log %+v", log)
+	}
+	r.clock.Advance(bcLease + time.Second)
+	w2 := r.worker("w2")
+	r.until(40, r.terminal(id), w2)
+	w := r.paidOnce(id)
+	evs := r.events(id)
+	acc := bcOfType[aggregate.BroadcastAccepted](evs)
+	if len(acc) != 1 || !strings.HasPrefix(acc[0].Result, "found_") || acc[0].Send != 1 {
+		t.Fatalf("acceptance %+v: want it learnt by lookup for send 1", acc)
+	}
+	if s := r.sends(w); len(s) != 1 || s[0].Worker != "w1" {
+		t.Fatalf("the recovering worker sent again: %+v", s)
+	}
+	if r.node.Calls("w2") == 0 {
+		t.Fatal("the recovering worker never asked the node")
+	}
+}
+
+// The node accepts the transaction but the answer is lost (timeout). The
+// worker asks by txid, finds it pending and records the acceptance: one
+// send, one transfer.
+func TestAcceptThenTimeoutIsReconciledNotResent(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultAcceptThenTimeout)
+	id := r.ready(bcAddress("accept-timeout"), "99")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.paidOnce(id)
+	s := r.sends(w)
+	if len(s) != 1 || !s[0].TimedOut || !s[0].Accepted {
+		t.Fatalf("send log %+v", s)
+	}
+	evs := r.events(id)
+	acc := bcOfType[aggregate.BroadcastAccepted](evs)
+	if bcCount(evs, aggregate.EventBroadcasting) != 1 || len(acc) != 1 || acc[0].Result != "found_pending" {
+		t.Fatalf("intents %d, acceptance %+v", bcCount(evs, aggregate.EventBroadcasting), acc)
+	}
+}
+
+// The request was lost before the node saw it (timeout). Lookup says
+// unknown; the same bytes are sent again in the next block.
+func TestTimeoutThatWasADropIsResentWithSameBytes(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept)
+	id := r.ready(bcAddress("timeout-drop"), "18")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.paidOnce(id)
+	s := r.sends(w)
+	if len(s) != 2 || s[0].TxID != s[1].TxID || !s[0].TimedOut || s[0].Accepted || !s[1].Accepted {
+		t.Fatalf("send log %+v", s)
+	}
+	if s[1].HeadNumber <= s[0].HeadNumber {
+		t.Fatalf("resent within the same block (%d, %d)", s[0].HeadNumber, s[1].HeadNumber)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 || bcCount(evs, aggregate.EventBroadcasting) != 2 {
+		t.Fatalf("envelopes %d rebuilds %d intents %d", bcCount(evs, aggregate.EventEnvelopeBuilt),
+			bcCount(evs, aggregate.EventRebuilt), bcCount(evs, aggregate.EventBroadcasting))
+	}
+}
+
+// Every worker is dead while the transaction expires. A worker that comes
+// back when the head is past the expiration must not rebuild until the
+// latest SOLID block is at or past expiration + margin, and then only with
+// that evidence recorded. The dead envelope never lands.
+func TestTxExpiresWhileEveryWorkerIsDeadRebuildsOnlyAfterChainTimeProof(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("expired-dead"), "1234.5")
+	r.approve(id, "carol") // four-eyes above 1000
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterIntent, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	old := r.load(id)
+	exp := old.Envelope.Expiration
+	proofAt := exp + bcMargin.Milliseconds()
+	// Everyone is dead until the head is well past the expiration but the
+	// solid head is not yet past expiration + margin.
+	for r.sim.CurrentHead().Timestamp < proofAt+3000 {
+		r.sim.Advance(1)
+	}
+	if r.sim.CurrentSolidHead().Timestamp >= proofAt {
+		t.Fatal("test setup: the solid head is already past the proof point")
+	}
+	r.clock.Advance(2 * bcLease)
+	w2 := r.worker("w2")
+	for r.sim.CurrentSolidHead().Timestamp < proofAt {
+		solid := r.sim.CurrentSolidHead()
+		if _, err := w2.Step(r.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := bcCount(r.events(id), aggregate.EventRebuilt); n != 0 {
+			t.Fatalf("rebuilt with the solid head at %d, before expiration %d + margin %d", solid.Timestamp, exp, bcMargin.Milliseconds())
+		}
+		r.sim.Advance(1)
+	}
+	r.until(5, func() bool { return r.load(id).Attempt == 2 }, w2)
+	evs := r.events(id)
+	rb := bcOfType[aggregate.Rebuilt](evs)
+	if len(rb) != 1 {
+		t.Fatalf("%d rebuilds", len(rb))
+	}
+	ev := rb[0].Evidence
+	blk, ok := r.sim.Block(ev.SolidBlockNumber)
+	if ev.Lookup != aggregate.LookupNotFound || ev.Expiration != exp || ev.Margin != bcMargin.Milliseconds() ||
+		ev.SolidBlockTime < proofAt || !ok || blk.Timestamp != ev.SolidBlockTime || rb[0].RetiredTxID != old.Envelope.TxID {
+		t.Fatalf("evidence %+v (block %d at %d) for envelope %s expiring at %d", ev, blk.Number, blk.Timestamp, old.Envelope.TxID, exp)
+	}
+	r.until(40, r.terminal(id), w2)
+	w := r.paidOnce(id)
+	if w.TxID() == old.Envelope.TxID || !slices.Contains(w.RetiredTxIDs(), old.Envelope.TxID) {
+		t.Fatal("the retired txid is still current")
+	}
+	for _, s := range r.sim.BroadcastLog() {
+		if tron.HexID(s.TxID) == old.Envelope.TxID {
+			t.Fatal("the dead envelope was sent after all")
+		}
+	}
+}
+
+// The node accepts every send of the first envelope and silently drops it
+// from its pool: the worker resends the same bytes (once per block) while
+// they can still be accepted, then waits for the chain-time proof, then
+// rebuilds; the second envelope is mined. Only one txid ever lands.
+func TestAcceptedButNeverMinedIsResentThenRebuiltAfterProof(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("never-mined"), "61")
+	w1 := r.worker("w1")
+	dropFirstAttempt := func() {
+		// Drop every send of attempt 1: script one drop whenever the worker
+		// may send this round (the head is before the expiration).
+		w := r.load(id)
+		if (w.Attempt <= 1) && r.sim.ScriptRemaining(tron.ChannelBroadcast) == 0 &&
+			(w.Attempt == 0 || r.sim.CurrentHead().Timestamp < w.Envelope.Expiration) {
+			r.sim.Script(tron.ChannelBroadcast, tron.FaultDropAfterAccept)
+		}
+	}
+	for i := 0; i < 200 && !r.load(id).Terminal(); i++ {
+		dropFirstAttempt()
+		r.round(w1)
+	}
+	w := r.paidOnce(id)
+	evs := r.events(id)
+	rb := bcOfType[aggregate.Rebuilt](evs)
+	if len(rb) != 1 || w.Attempt != 2 {
+		t.Fatalf("%d rebuilds, attempt %d", len(rb), w.Attempt)
+	}
+	if err := rb[0].Evidence.Proves(rb[0].Evidence.Expiration); err != nil {
+		t.Fatal(err)
+	}
+	retired := rb[0].RetiredTxID
+	resends := 0
+	for _, s := range r.sim.BroadcastLog() {
+		if tron.HexID(s.TxID) == retired {
+			resends++
+			if s.Fault != tron.FaultDropAfterAccept || !s.Accepted {
+				t.Fatalf("send of the first envelope %+v", s)
+			}
+		}
+	}
+	if resends < 2 {
+		t.Fatalf("the first envelope was sent %d times; a drop must be answered by resending the same bytes", resends)
+	}
+	if _, ok := r.sim.TransferByTxID(bcTxID(t, retired)); ok {
+		t.Fatal("the retired envelope landed")
+	}
+}
+
+// A broadcast answer with a code outside java-tron's list is ambiguous: no
+// failure, no acceptance; lookup, then the same bytes again.
+func TestUnknownBroadcastCodeIsAmbiguous(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultUnknownCode)
+	id := r.ready(bcAddress("unknown-code"), "7")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.paidOnce(id)
+	s := r.sends(w)
+	if len(s) != 2 || s[0].Code != tron.SimUnknownCode || s[0].TxID != s[1].TxID {
+		t.Fatalf("send log %+v", s)
+	}
+	acc := bcOfType[aggregate.BroadcastAccepted](r.events(id))
+	if len(acc) != 1 || acc[0].Send != 2 {
+		t.Fatalf("acceptance %+v: the unknown code must not count as one", acc)
+	}
+}
+
+// The node says TRANSACTION_EXPIRATION_ERROR for a transaction it actually
+// accepted: "expired" is not proof of death. Lookup finds it pending; no
+// rebuild; it confirms.
+func TestNodeSaysExpiredIsNotProof(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultFalseExpired)
+	id := r.ready(bcAddress("false-expired"), "88")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.paidOnce(id)
+	if s := r.sends(w); len(s) != 1 || s[0].Code != tron.CodeTransactionExpirationError || !s[0].Accepted {
+		t.Fatalf("send log %+v", s)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventRebuilt) != 0 || bcCount(evs, aggregate.EventFailed) != 0 {
+		t.Fatal("\"expired\" was taken for proof")
+	}
+	if acc := bcOfType[aggregate.BroadcastAccepted](evs); len(acc) != 1 || acc[0].Result != "found_pending" {
+		t.Fatalf("acceptance %+v", acc)
+	}
+}
+
+// DUP_TRANSACTION_ERROR for a transaction the node never accepted: DUP is
+// not acceptance. The worker looks the txid up (unknown) and sends again;
+// only the SUCCESS of the second send is recorded.
+func TestDupForATxNeverAcceptedIsNotAcceptance(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultDupNotAccepted)
+	id := r.ready(bcAddress("dup"), "5")
+	w1 := r.worker("w1")
+	r.round(w1)
+	if w := r.load(id); w.State != aggregate.StateBroadcasting || w.Acceptance.Send != 0 {
+		t.Fatalf("after DUP: %s, acceptance %+v", w.State, w.Acceptance)
+	}
+	r.until(40, r.terminal(id), w1)
+	w := r.paidOnce(id)
+	s := r.sends(w)
+	if len(s) != 2 || s[0].Code != tron.CodeDupTransactionError || s[0].Accepted || !s[1].Accepted {
+		t.Fatalf("send log %+v", s)
+	}
+	acc := bcOfType[aggregate.BroadcastAccepted](r.events(id))
+	if len(acc) != 1 || acc[0].Send != 2 || acc[0].Result != string(tron.CodeSuccess) {
+		t.Fatalf("acceptance %+v", acc)
+	}
+}
+
+// The transaction lands with receipt REVERT: it is on chain and spent and
+// moved nothing. The withdrawal fails with reason reverted, is never
+// rebuilt, and its reservation is released.
+func TestRevertOnChainFailsWithoutRebuild(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultRevert)
+	id := r.ready(bcAddress("revert"), "66")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.load(id)
+	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonReverted {
+		t.Fatalf("%s %s", w.State, w.Reason)
+	}
+	txs := r.chainTxs(w)
+	if len(txs) != 1 || txs[0].Receipt != tron.ReceiptRevert {
+		t.Fatalf("chain %+v", txs)
+	}
+	if l := r.sim.Ledger(); l.Succeeded != 0 || l.Total.Sign() != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventRebuilt) != 0 || len(r.sends(w)) != 1 {
+		t.Fatal("a reverted transaction was retried")
+	}
+	if f := bcOfType[aggregate.Failed](evs); len(f) != 1 || f[0].TxID != w.TxID() {
+		t.Fatalf("failure %+v", f)
+	}
+	r.settled(w)
+}
+
+// A worker freezes (GC pause, stopped VM) after recording the signature.
+// Its lease lapses and another worker finishes the payout. When the zombie
+// wakes up, its next append — at the position it last saw — is refused and
+// it stops: it never reaches the node again.
+func TestZombieWorkerNeverReachesTheNode(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("zombie"), "150")
+	paused, release := make(chan struct{}), make(chan struct{})
+	freeze := func(p sagas.CrashPoint, wid string) bool {
+		if p == sagas.CrashAfterSignature && wid == id {
+			close(paused)
+			<-release
+		}
+		return false
+	}
+	zombie := r.worker("zombie", func(c *sagas.WorkerConfig) { c.Crash = freeze })
+	done := make(chan error, 1)
+	go func() {
+		_, err := zombie.Drive(r.ctx, id)
+		done <- err
+	}()
+	<-paused
+	callsBefore := r.node.Calls("zombie")
+	r.clock.Advance(bcLease + time.Second)
+	w2 := r.worker("w2")
+	r.until(40, r.terminal(id), w2)
+	close(release)
+	if err := <-done; !errors.Is(err, sagas.ErrFenced) {
+		t.Fatalf("zombie: %v, want fenced", err)
+	}
+	if n := r.node.Calls("zombie"); n != callsBefore {
+		t.Fatalf("the zombie made %d node calls after waking", n-callsBefore)
+	}
+	w := r.paidOnce(id)
+	for _, s := range r.sends(w) {
+		if s.Worker == "zombie" {
+			t.Fatal("the zombie sent")
+		}
+	}
+	if _, err := zombie.Drive(r.ctx, id); err != nil {
+		t.Fatalf("a zombie visiting a finished withdrawal must do nothing: %v", err)
+	}
+}
+
+// The policy tightened after approval: the pre-send re-check sends the
+// withdrawal back to requested with the reason, and nothing is built,
+// signed or sent (the node is never called). A further approval makes it
+// ready again, and it pays once under the new policy version.
+func TestPolicyTightenedAfterApprovalSendsNothing(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("tightened"), "500") // one approval (bob) under four-eyes above 1000
+	strict, err := aggregate.NewPolicy("two everywhere", []aggregate.Rule{{Name: "two", Threshold: aggregate.Amount{}, Approvers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := r.repo.SetPolicy(r.ctx, aggregate.SetPolicy{Policy: strict, By: "ops", At: r.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := r.worker("w1")
+	r.round(w1)
+	w := r.load(id)
+	if w.State != aggregate.StateRequested || w.Reason != aggregate.ReasonPolicyTightened {
+		t.Fatalf("%s %s", w.State, w.Reason)
+	}
+	if n := r.node.Total(); n != 0 || len(r.sim.BroadcastLog()) != 0 {
+		t.Fatalf("the node was called %d times", n)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 0 || bcCount(evs, aggregate.EventApprovalsInvalidated) != 1 {
+		t.Fatal("an envelope was built under insufficient approvals")
+	}
+	// Nothing happens to it while it waits for approvals.
+	r.round(w1)
+	if n := len(r.events(id)); n != len(evs) {
+		t.Fatalf("%d new events while requested", n-len(evs))
+	}
+	r.approve(id, "carol")
+	r.until(40, r.terminal(id), w1)
+	r.paidOnce(id)
+	built := bcOfType[aggregate.EnvelopeBuilt](r.events(id))
+	if len(built) != 1 || built[0].PolicyVersion != ps.Policy.Version {
+		t.Fatalf("envelope under policy %+v, want version %d", built, ps.Policy.Version)
+	}
+}
+
+// A destination we custody is a ledger transfer: approved → confirmed with
+// no chain, no fee, and the node is never called.
+func TestInternalRouteNeverCallsTheNode(t *testing.T) {
+	r := newBCRig(t)
+	to := bcAddress("custodied")
+	r.custody[to] = "acct-receiver"
+	id := r.ready(to, "321")
+	r.until(5, r.terminal(id), r.worker("w1"))
+	w := r.load(id)
+	if w.State != aggregate.StateConfirmed || !w.Route.IsInternal() || w.Route.Account() != "acct-receiver" {
+		t.Fatalf("%s route %+v", w.State, w.Route)
+	}
+	if n := r.node.Total(); n != 0 || len(r.sim.BroadcastLog()) != 0 || r.sim.Ledger().Included != 0 {
+		t.Fatalf("node calls %d", n)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventSettledInternally) != 1 || bcCount(evs, aggregate.EventEnvelopeBuilt) != 0 {
+		t.Fatal("internal route built an envelope")
+	}
+	r.settled(w)
+	recv, _, err := r.repo.Account(r.ctx, "acct-receiver")
+	if err != nil || !recv.Available().Equal(bcUSDT("321")) {
+		t.Fatalf("receiver %+v err %v", recv.View(), err)
+	}
+}
+
+// The wall clock jumps an hour forward while a send is unresolved. Leases
+// lapse (they are wall-clock), but expiry is chain time: the worker keeps
+// resending the same bytes and never rebuilds.
+func TestWallClockJumpingAnHourDoesNotRebuild(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept)
+	id := r.ready(bcAddress("clock-jump"), "33")
+	w1 := r.worker("w1")
+	if _, err := w1.Step(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.load(id); w.State != aggregate.StateBroadcasting {
+		t.Fatalf("%s", w.State)
+	}
+	r.clock.Advance(time.Hour)
+	// Several steps with the chain standing still: an hour of wall time
+	// proves nothing about the transaction.
+	for range 3 {
+		if _, err := w1.Step(r.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := bcCount(r.events(id), aggregate.EventRebuilt); n != 0 {
+		t.Fatal("rebuilt on wall-clock time")
+	}
+	r.clock.Advance(time.Hour)
+	r.until(40, r.terminal(id), w1)
+	w := r.paidOnce(id)
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventRebuilt) != 0 || bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 {
+		t.Fatal("rebuilt on wall-clock time")
+	}
+	for _, s := range r.sends(w) {
+		if tron.HexID(s.TxID) != w.TxID() {
+			t.Fatal("a second txid was sent")
+		}
+	}
+	if renewals := len(bcOfType[aggregate.Claimed](evs)); renewals < 2 {
+		t.Fatalf("%d claims: the lapsed lease must have been taken again", renewals)
+	}
+}
+
+// A hard rejection of the first send of a txid (SIGERROR here: the node
+// does not accept the test signer) fails the withdrawal at once with reason
+// node_rejected; nothing can be anywhere else, so nothing is retried.
+func TestHardRejectOnFirstSendFailsAndReleases(t *testing.T) {
+	r := newBCRig(t, func(c *tron.SimConfig) { c.Verifiers = nil })
+	id := r.ready(bcAddress("sigerror"), "10")
+	r.until(5, r.terminal(id), r.worker("w1"))
+	w := r.load(id)
+	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonNodeRejected || !strings.Contains(w.Detail, string(tron.CodeSigError)) {
+		t.Fatalf("%s %s %q", w.State, w.Reason, w.Detail)
+	}
+	if s := r.sends(w); len(s) != 1 || s[0].Code != tron.CodeSigError {
+		t.Fatalf("send log %+v", s)
+	}
+	r.nothingOnChain(w)
+	r.settled(w)
+}
+
+// OUT_OF_ENERGY on chain fails the withdrawal with that reason.
+func TestOutOfEnergyFailsWithItsReason(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultOutOfEnergy)
+	id := r.ready(bcAddress("energy"), "11")
+	r.until(40, r.terminal(id), r.worker("w1"))
+	w := r.load(id)
+	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonOutOfEnergy {
+		t.Fatalf("%s %s", w.State, w.Reason)
+	}
+	if txs := r.chainTxs(w); len(txs) != 1 || txs[0].Receipt != tron.ReceiptOutOfEnergy {
+		t.Fatalf("chain %+v", txs)
+	}
+	r.settled(w)
+}
+
+// With the last attempt proven dead, the withdrawal fails with
+// attempts_exhausted — and only once the proof holds.
+func TestAttemptsExhaustedFailsOnlyWithProof(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("exhausted"), "12")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.MaxAttempts = 1 })
+	for i := 0; i < 200 && !r.load(id).Terminal(); i++ {
+		if r.sim.ScriptRemaining(tron.ChannelBroadcast) == 0 {
+			w := r.load(id)
+			if w.Attempt == 0 || r.sim.CurrentHead().Timestamp < w.Envelope.Expiration {
+				r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept)
+			}
+		}
+		solid := r.sim.CurrentSolidHead()
+		r.round(w1)
+		if w := r.load(id); w.State == aggregate.StateFailed && solid.Timestamp < w.Envelope.Expiration+bcMargin.Milliseconds() {
+			t.Fatalf("failed with the solid head at %d, before the proof point %d", solid.Timestamp, w.Envelope.Expiration+bcMargin.Milliseconds())
+		}
+	}
+	w := r.load(id)
+	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonAttemptsExhausted {
+		t.Fatalf("%s %s", w.State, w.Reason)
+	}
+	if !strings.Contains(w.Detail, "lookup not_found") {
+		t.Fatalf("detail %q does not carry the evidence", w.Detail)
+	}
+	r.nothingOnChain(w)
+	r.settled(w)
+}
+
+// A real secp256k1 key: the signature in the log verifies against the
+// owner in the raw bytes, and the node (which accepts only real
+// signatures here) includes the transfer.
+func TestRealKeySignerPaysOnce(t *testing.T) {
+	r := newBCRig(t, func(c *tron.SimConfig) { c.Verifiers = nil })
+	key, err := tron.ParseKeySigner(strings.Repeat("42", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.ready(bcAddress("secp256k1"), "1.000001")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Signer = key })
+	r.until(40, r.terminal(id), w1)
+	w := r.load(id)
+	if w.State != aggregate.StateConfirmed {
+		t.Fatalf("%s %s %s", w.State, w.Reason, w.Detail)
+	}
+	sig := bcHex(t, w.Signature)
+	if err := tron.VerifySignature(bcTxID(t, w.TxID()), sig, key.Address()); err != nil {
+		t.Fatal(err)
+	}
+	txs := r.chainTxs(w)
+	if len(txs) != 1 || txs[0].From != key.Address() || txs[0].Amount.Int64() != 1_000_001 {
+		t.Fatalf("chain %+v", txs)
+	}
+}
+
+// The envelope carries a memo naming the withdrawal and attempt, so two
+// withdrawals paying the same amount to the same address from the same
+// block still have distinct txids — and both are paid.
+func TestSameAmountSameAddressSameBlockAreTwoTransactions(t *testing.T) {
+	r := newBCRig(t)
+	to := bcAddress("twins")
+	a, b := r.ready(to, "77"), r.ready(to, "77")
+	w1 := r.worker("w1")
+	r.until(40, func() bool { return r.load(a).Terminal() && r.load(b).Terminal() }, w1)
+	wa, wb := r.load(a), r.load(b)
+	if wa.TxID() == wb.TxID() {
+		t.Fatal("two withdrawals share a txid")
+	}
+	for _, id := range []string{a, b} {
+		w := r.load(id)
+		if w.State != aggregate.StateConfirmed || len(r.chainTxs(w)) != 1 {
+			t.Fatalf("%s: %s, %d on chain", id, w.State, len(r.chainTxs(w)))
+		}
+		r.settled(w)
+	}
+	if l := r.sim.Ledger(); l.Succeeded != 2 || l.Total.Cmp(bcUSDT("154").Units()) != 0 {
+		t.Fatalf("ledger %+v", l)
+	}
+}
+
+func bcTxID(t *testing.T, s string) [32]byte {
+	t.Helper()
+	id, err := tron.ParseTxID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func bcHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,92 @@
+package sagas_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/tron"
+)
+
+func TestNewWorkerRefusesIncompleteConfig(t *testing.T) {
+	r := newBCRig(t)
+	ok := sagas.WorkerConfig{ID: "w", Repo: r.repo, Node: r.sim, Signer: r.signer, Work: r.work}
+	if _, err := sagas.NewWorker(ok); err != nil {
+		t.Fatalf("minimal config refused: %v", err)
+	}
+	for name, mutate := range map[string]func(*sagas.WorkerConfig){
+		"no id":          func(c *sagas.WorkerConfig) { c.ID = "" },
+		"no repo":        func(c *sagas.WorkerConfig) { c.Repo = nil },
+		"no node":        func(c *sagas.WorkerConfig) { c.Node = nil },
+		"no signer":      func(c *sagas.WorkerConfig) { c.Signer = nil },
+		"no work source": func(c *sagas.WorkerConfig) { c.Work = nil },
+		"window > 24h":   func(c *sagas.WorkerConfig) { c.ExpirationWindow = 25 * time.Hour },
+		"negative lease": func(c *sagas.WorkerConfig) { c.Lease = -time.Second },
+		"bad policy":     func(c *sagas.WorkerConfig) { c.DefaultPolicy = aggregate.Policy{Name: "empty"} },
+	} {
+		cfg := ok
+		mutate(&cfg)
+		if _, err := sagas.NewWorker(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// bcWaitFor blocks until an event of type typ is in the withdrawal's
+// stream, reading the log as it grows (no polling, no sleeps).
+func bcWaitFor(t *testing.T, ctx context.Context, store *eventstore.Store, id, typ string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	err := store.Subscribe(ctx, 1, projections.TypeWithdrawal, func(rec eventstore.Record) error {
+		if rec.Key.ID == id && rec.Type == typ {
+			return found
+		}
+		return nil
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("waiting for %s on %s: %v", typ, id, err)
+	}
+}
+
+// Run waits for Notify (the poll interval here is an hour) and drives the
+// work it finds; it returns nil when its context ends.
+func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
+	r := newBCRig(t)
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.PollInterval = time.Hour })
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w1.Run(ctx) }()
+
+	id := r.ready(bcAddress("run"), "19.99")
+	w1.Notify()
+	store := r.repo.Store()
+	bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcastAccepted)
+	r.sim.Advance(tron.DefaultSolidityLag + 2)
+	w1.Notify()
+	bcWaitFor(t, r.ctx, store, id, aggregate.EventConfirmed)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	r.paidOnce(id)
+}
+
+// A crash hook firing inside Run ends Run with ErrCrashed.
+func TestRunEndsWithErrCrashed(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("run-crash"), "2")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterBuild, "") })
+	if err := w1.Run(r.ctx); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("Run: %v", err)
+	}
+	if w := r.load(id); w.State != aggregate.StateSigning {
+		t.Fatalf("%s", w.State)
+	}
+}
