@@ -1,1 +1,37 @@
+// Package sagas is weir's application layer and its process managers: the
+// code that turns a command or an event into the next decision and appends
+// it.
+//
+//   - Repo is the one path by which anything changes: load an aggregate
+//     from its stream, decide with the pure deciders of aggregate/, append
+//     with optimistic concurrency. Update* retries a lost race by deciding
+//     again (intake, ledger, operators); AppendWithdrawalAt does not — it is
+//     the broadcast worker's fence: a worker whose stream moved on is
+//     refused and stops before any network call.
+//   - Intake is what both transports call: request (idempotent by
+//     operation id), approve, cancel, credit, reads, policy.
+//   - Ledger is the saga that keeps accounts in step with withdrawals
+//     (reserve on request, release on reject/fail, settle on confirm,
+//     credit the destination of an internal transfer). Every step is
+//     idempotent; run inline for fast replies and from a durable consumer
+//     so a crash between two steps is completed by the next process.
+//   - Worker is the broadcast saga. It claims a ready withdrawal by
+//     appending a lease at the position it read; routes it (custodied
+//     destination → ledger transfer, the node is never called); re-checks
+//     approvals against the policy in force now; writes the envelope (txid
+//     and raw bytes) before signing and a broadcasting intent before every
+//     send; classifies the node's answer (accepted, hard reject, or
+//     ambiguous → reconcile by txid); resends the same bytes while they can
+//     still land; and builds a new envelope only with a chain-time proof
+//     (solid block time ≥ expiration + margin, and the node does not know
+//     the txid) recorded as evidence in the rebuilt event. Each state's
+//     handler is its own recovery procedure: there is no reaper and no
+//     startup scan. Crash points (crash.go) let tests kill a worker
+//     between any two of these steps.
+//
+// What it must not do: decide anything the deciders decide (it asks them),
+// read the wall clock for anything but leases and command timestamps
+// (expiry is chain time from the node), trust the node's word ("expired",
+// "DUP") as proof of anything, sign or send before the txid is in the log,
+// or talk HTTP/NATS to clients (that is cmd/weir).
 package sagas

@@ -376,7 +376,7 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
 		ID: id, Repo: sagas.NewRepo(store), Node: e.node, Signer: signer,
 		Custody: cust.lookup, Work: e.projector, PollInterval: 200 * time.Millisecond,
-		Logger: log.With("worker", id),
+		Logger: log,
 	})
 	if err != nil {
 		return err
