@@ -141,14 +141,12 @@ func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to 
 		Timestamp:  head.Timestamp,
 		Expiration: head.Timestamp + wk.cfg.ExpirationWindow.Milliseconds(),
 		FeeLimit:   wk.cfg.FeeLimit,
+		Memo:       fmt.Appendf(nil, "%s%s:%d", memoPrefix, w.ID, attempt),
 	})
 	if err != nil {
 		return aggregate.Envelope{}, fmt.Errorf("build transfer for %s: %w", w.ID, err)
 	}
-	raw, err := withMemo(built.Raw, fmt.Sprintf("%s%s:%d", memoPrefix, w.ID, attempt))
-	if err != nil {
-		return aggregate.Envelope{}, err
-	}
+	raw := built.Raw
 	refHash := ref.RefBlockHash()
 	return aggregate.Envelope{
 		TxID:         tron.HexID(tron.TxID(raw)),
@@ -158,24 +156,6 @@ func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to 
 		RefBlockNum:  ref.Number,
 		RefBlockHash: hex.EncodeToString(refHash[:]),
 	}, nil
-}
-
-// withMemo sets raw_data.data on freshly built bytes. tron.BuildTransfer
-// has no memo parameter, so the built transaction is decoded, given its
-// memo and encoded once — before anything is hashed, stored or signed;
-// the result is then the one authoritative form. The re-decoding check
-// makes sure the bytes are still exactly one TRC-20 transfer.
-func withMemo(raw []byte, memo string) ([]byte, error) {
-	r, err := tron.DecodeRaw(raw)
-	if err != nil {
-		return nil, fmt.Errorf("memo: %w", err)
-	}
-	r.Data = []byte(memo)
-	out := tron.EncodeRaw(r)
-	if _, err := tron.EnvelopeFromRaw(out); err != nil {
-		return nil, fmt.Errorf("memo: %w", err)
-	}
-	return out, nil
 }
 
 // storedEnvelope turns the logged envelope back into the bytes to sign and

@@ -233,3 +233,33 @@ func TestSignedTxMarshalEmbedsRawBytesVerbatim(t *testing.T) {
 		t.Fatalf("missing raw_data accepted: %v", err)
 	}
 }
+
+func TestBuildTransferMemoMakesDistinctTransactions(t *testing.T) {
+	to := MustParseAddress("TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY")
+	p := TransferParams{Owner: USDTContract, To: to, Amount: big.NewInt(1_000_000),
+		RefBlock: BlockHeader{Number: 1000, Timestamp: 1_700_000_000_000, ID: [32]byte{0, 0, 0, 0, 0, 0, 3, 0xe8, 9}}, Timestamp: 1_700_000_000_000}
+	plain, err := BuildTransfer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Memo = []byte("weir:a:1")
+	a, err := BuildTransfer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Memo = []byte("weir:b:1")
+	b, err := BuildTransfer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.TxID == b.TxID || a.TxID == plain.TxID {
+		t.Fatal("memo did not change the txid")
+	}
+	r, err := DecodeRaw(a.Raw)
+	if err != nil || string(r.Data) != "weir:a:1" {
+		t.Fatalf("decoded memo %q, %v", r.Data, err)
+	}
+	if TxID(a.Raw) != a.TxID {
+		t.Fatal("txid is not sha256 of the stored bytes")
+	}
+}

@@ -74,6 +74,11 @@ type TransferParams struct {
 	Expiration int64
 	// FeeLimit in sun; zero means DefaultFeeLimit.
 	FeeLimit int64
+	// Memo goes into raw_data.data (optional). It makes two transfers with
+	// the same payer, payee, amount and reference block distinct
+	// transactions: without it they would share one txid, and the chain
+	// would pay once for both. Mainnet charges a small fee for a memo.
+	Memo []byte
 }
 
 // Envelope is one built, unsigned transaction: the raw_data bytes and their
@@ -165,6 +170,7 @@ func BuildTransfer(p TransferParams) (Envelope, error) {
 		RefBlockBytes: refBytes[:],
 		RefBlockHash:  refHash[:],
 		Expiration:    exp,
+		Data:          p.Memo,
 		Contracts: []Contract{{
 			Type:    TriggerSmartContractType,
 			TypeURL: TriggerSmartContractURL,
