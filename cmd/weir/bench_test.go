@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A tiny bench run produces every figure, positive, with its baseline and
+// target where it has one. Nothing here judges speed: the targets are for
+// a person reading a full run, not for a test on a shared machine.
+func TestBenchReportsEveryFigure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := runMain(ctx, []string{"bench", "--n", "12", "--clients", "4", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("weir bench exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	var rep benchReport
+	dec := json.NewDecoder(strings.NewReader(stdout.String()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("--json output is not one report: %v\n%s", err, stdout.String())
+	}
+	if rep.Config.N != 12 || rep.Config.Storage != "file" || rep.Config.Sync != "lazy" || rep.Config.CPUs < 1 {
+		t.Errorf("config: %+v", rep.Config)
+	}
+	withTarget := map[string]bool{"intake_requests_per_s": true, "e2e_4w_per_s": true, "audit_replay_events_per_s": true}
+	got := map[string]benchMetric{}
+	for _, m := range rep.Metrics {
+		got[m.Name] = m
+		if m.Value <= 0 {
+			t.Errorf("%s = %v, want > 0", m.Name, m.Value)
+		}
+		if withTarget[m.Name] != (m.Target != nil) {
+			t.Errorf("%s: target %v", m.Name, m.Target)
+		}
+		if m.Target != nil && (m.Baseline == nil || *m.Baseline <= 0 || m.Ratio == nil || *m.Ratio <= 0 || m.Pass == nil) {
+			t.Errorf("%s: baseline %v ratio %v pass %v", m.Name, m.Baseline, m.Ratio, m.Pass)
+		}
+	}
+	for _, name := range []string{
+		"raw_publish_per_s", "raw_publish_concurrent_per_s", "raw_replay_per_s", "appends_per_request",
+		"intake_requests_per_s", "e2e_1w_per_s", "e2e_2w_per_s", "e2e_4w_per_s",
+		"raw_replay_events_per_s", "audit_replay_events_per_s", "latency_p50_ms", "latency_p99_ms",
+	} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("no %s in the report", name)
+		}
+	}
+	// A request appends its creation, the account's reservation and the
+	// withdrawal's funds_reserved: counted on the stream, not assumed.
+	if a := got["appends_per_request"].Value; a != 3 {
+		t.Errorf("appends per request = %v, want 3", a)
+	}
+	if got["latency_p99_ms"].Value < got["latency_p50_ms"].Value {
+		t.Errorf("p99 %v < p50 %v", got["latency_p99_ms"].Value, got["latency_p50_ms"].Value)
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := runMain(ctx, []string{"bench", "--n", "6", "--clients", "2", "--storage", "memory"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("weir bench exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"METRIC", "RAW BASELINE", "intake over NATS", "end to end to confirmed, 4 worker(s)", "audit replay", "p99", "memory storage"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if code := runMain(ctx, []string{"bench", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "-json") {
+		t.Errorf("--help: exit %d\n%s", code, stderr.String())
+	}
+	if code := runMain(ctx, []string{"bench", "--storage", "tape"}, &stdout, &stderr); code != 2 {
+		t.Errorf("--storage tape: exit %d, want 2", code)
+	}
+}
