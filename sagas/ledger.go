@@ -82,10 +82,20 @@ func (l *Ledger) handle(r eventstore.Record) error {
 // just made is released again. Returns the withdrawal's state afterwards.
 func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, error) {
 	w, _, err := l.repo.Withdrawal(ctx, id)
-	if err != nil || !w.Exists() || w.Reserved || w.Terminal() {
+	if err != nil {
 		return w, err
 	}
-	_, _, err = l.repo.UpdateAccount(ctx, w.Account, aggregate.Reserve{
+	return l.reserve(ctx, w)
+}
+
+// reserve is Reserve for a withdrawal the caller has just loaded or
+// written (the intake), saving a reload on the request path.
+func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal) (aggregate.Withdrawal, error) {
+	if !w.Exists() || w.Reserved || w.Terminal() {
+		return w, nil
+	}
+	id := w.ID
+	_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Reserve{
 		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.dailyLimit, At: l.now().UTC(),
 	})
 	switch {
