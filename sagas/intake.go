@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -68,7 +69,10 @@ func (in *Intake) Request(ctx context.Context, req RequestInput) (w aggregate.Wi
 	if err != nil {
 		return w, false, err
 	}
-	w, events, err := in.repo.UpdateWithdrawal(ctx, cmd.ID, func(aggregate.Withdrawal) (aggregate.Command, error) {
+	// Creation is an append to an empty subject: decide on the empty
+	// state first, and read the stream only if that append loses (a replay
+	// or a conflict is then decided against what is there).
+	w, pos, events, err := in.repo.UpdateWithdrawalFrom(ctx, cmd.ID, aggregate.Withdrawal{}, eventstore.Position{}, func(aggregate.Withdrawal) (aggregate.Command, error) {
 		return cmd, nil
 	})
 	if err != nil {
@@ -77,7 +81,7 @@ func (in *Intake) Request(ctx context.Context, req RequestInput) (w aggregate.Wi
 	replayed = len(events) == 0
 	// Reserve inline so the reply says whether the money is held; the
 	// ledger's consumer does the same after a crash between the two.
-	if w, err = in.ledger.reserve(ctx, w); err != nil {
+	if w, err = in.ledger.reserve(ctx, w, pos); err != nil {
 		return w, replayed, err
 	}
 	return w, replayed, nil

@@ -81,16 +81,17 @@ func (l *Ledger) handle(r eventstore.Record) error {
 // untouched. If the withdrawal ended meanwhile (cancelled), a reservation
 // just made is released again. Returns the withdrawal's state afterwards.
 func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, error) {
-	w, _, err := l.repo.Withdrawal(ctx, id)
+	w, pos, err := l.repo.Withdrawal(ctx, id)
 	if err != nil {
 		return w, err
 	}
-	return l.reserve(ctx, w)
+	return l.reserve(ctx, w, pos)
 }
 
-// reserve is Reserve for a withdrawal the caller has just loaded or
-// written (the intake), saving a reload on the request path.
-func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal) (aggregate.Withdrawal, error) {
+// reserve is Reserve for a withdrawal the caller holds at pos (the intake
+// has just written it): the withdrawal is not read again unless another
+// writer moved it meanwhile.
+func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos eventstore.Position) (aggregate.Withdrawal, error) {
 	if !w.Exists() || w.Reserved || w.Terminal() {
 		return w, nil
 	}
@@ -98,37 +99,28 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal) (aggregate
 	_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Reserve{
 		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.dailyLimit, At: l.now().UTC(),
 	})
+	var next aggregate.Command = aggregate.RecordReservation{At: l.now().UTC()}
 	switch {
 	case isCode(err, aggregate.CodeInsufficientFunds), isCode(err, aggregate.CodeDailyLimit):
 		reason := aggregate.ReasonInsufficientFunds
 		if isCode(err, aggregate.CodeDailyLimit) {
 			reason = aggregate.ReasonDailyLimit
 		}
-		w, _, err = l.repo.UpdateWithdrawal(ctx, id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
-			if w.Terminal() || w.Reserved {
-				return nil, errSkip
-			}
-			return aggregate.Reject{Reason: reason, Detail: err.Error(), At: l.now().UTC()}, nil
-		})
-		if errors.Is(err, errSkip) {
-			return l.reload(ctx, id)
-		}
-		return w, err
+		next = aggregate.Reject{Reason: reason, Detail: err.Error(), At: l.now().UTC()}
 	case err != nil:
 		return w, fmt.Errorf("reserve %s on %s: %w", id, w.Account, err)
 	}
-	w, _, err = l.repo.UpdateWithdrawal(ctx, id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+	w, _, _, err = l.repo.UpdateWithdrawalFrom(ctx, id, w, pos, func(w aggregate.Withdrawal) (aggregate.Command, error) {
 		if w.Terminal() || w.Reserved {
-			return nil, errSkip
+			return nil, errSkip // someone else recorded it, or it was cancelled meanwhile
 		}
-		return aggregate.RecordReservation{At: l.now().UTC()}, nil
+		return next, nil
 	})
 	if errors.Is(err, errSkip) {
 		w, err = l.reload(ctx, id)
 		if err == nil && w.Terminal() {
 			err = l.Finish(ctx, w) // cancelled while we reserved: give it back
 		}
-		return w, err
 	}
 	return w, err
 }

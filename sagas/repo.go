@@ -118,30 +118,44 @@ func appendAt[S any, E interface{ EventType() string }](ctx context.Context, sto
 	return s, newPos, nil
 }
 
+// loaded is an aggregate state the caller already holds and the position
+// it was read at, so update can decide on it without reading it again.
+type loaded[S any] struct {
+	state S
+	pos   eventstore.Position
+}
+
 // update runs load → decide → append, deciding again after each lost race.
-func update[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, decide func(S) ([]E, error)) (S, []E, error) {
+// With from, the first decision is made on the caller's state (for
+// example the empty state, for a creation) and the stream is read only
+// after a lost race.
+func update[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, from *loaded[S], decide func(S) ([]E, error)) (S, eventstore.Position, []E, error) {
 	unlock := r.locks.lock(k.typ + "." + id)
 	defer unlock()
 	var zero S
-	for range MaxDecideAttempts {
-		s, pos, err := load(ctx, r.store, k, id)
-		if err != nil {
-			return zero, nil, err
+	for attempt := range MaxDecideAttempts {
+		var s S
+		var pos eventstore.Position
+		var err error
+		if attempt == 0 && from != nil {
+			s, pos = from.state, from.pos
+		} else if s, pos, err = load(ctx, r.store, k, id); err != nil {
+			return zero, pos, nil, err
 		}
 		events, err := decide(s)
 		if err != nil {
-			return s, nil, err
+			return s, pos, nil, err
 		}
-		s, _, err = appendAt(ctx, r.store, k, id, s, pos, events)
+		s, pos, err = appendAt(ctx, r.store, k, id, s, pos, events)
 		if errors.Is(err, eventstore.ErrConflict) {
 			continue // another writer moved the stream: decide again
 		}
 		if err != nil {
-			return zero, nil, err
+			return zero, pos, nil, err
 		}
-		return s, events, nil
+		return s, pos, events, nil
 	}
-	return zero, nil, fmt.Errorf("%s %s: %w", k.typ, id, ErrTooMuchContention)
+	return zero, eventstore.Position{}, nil, fmt.Errorf("%s %s: %w", k.typ, id, ErrTooMuchContention)
 }
 
 // Withdrawal loads one withdrawal; a withdrawal never requested has
@@ -160,7 +174,20 @@ func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.R
 // UpdateWithdrawal decides the command cmd(w) returns against the current
 // state and appends the result, deciding again after a lost race.
 func (r *Repo) UpdateWithdrawal(ctx context.Context, id string, cmd func(aggregate.Withdrawal) (aggregate.Command, error)) (aggregate.Withdrawal, []aggregate.Event, error) {
-	return update(ctx, r, withdrawalKind, id, func(w aggregate.Withdrawal) ([]aggregate.Event, error) {
+	w, _, events, err := r.updateWithdrawal(ctx, id, nil, cmd)
+	return w, events, err
+}
+
+// UpdateWithdrawalFrom is UpdateWithdrawal deciding first on a state the
+// caller holds (w at pos; the zero values for a creation, which is an
+// append to an empty subject), so the common case costs no read. A lost
+// race falls back to reading the stream and deciding again.
+func (r *Repo) UpdateWithdrawalFrom(ctx context.Context, id string, w aggregate.Withdrawal, pos eventstore.Position, cmd func(aggregate.Withdrawal) (aggregate.Command, error)) (aggregate.Withdrawal, eventstore.Position, []aggregate.Event, error) {
+	return r.updateWithdrawal(ctx, id, &loaded[aggregate.Withdrawal]{state: w, pos: pos}, cmd)
+}
+
+func (r *Repo) updateWithdrawal(ctx context.Context, id string, from *loaded[aggregate.Withdrawal], cmd func(aggregate.Withdrawal) (aggregate.Command, error)) (aggregate.Withdrawal, eventstore.Position, []aggregate.Event, error) {
+	return update(ctx, r, withdrawalKind, id, from, func(w aggregate.Withdrawal) ([]aggregate.Event, error) {
 		c, err := cmd(w)
 		if err != nil {
 			return nil, err
@@ -190,9 +217,10 @@ func (r *Repo) Account(ctx context.Context, id string) (aggregate.Account, event
 // UpdateAccount decides an account command against the current state and
 // appends the result, deciding again after a lost race.
 func (r *Repo) UpdateAccount(ctx context.Context, id string, cmd aggregate.AccountCommand) (aggregate.Account, []aggregate.AccountEvent, error) {
-	return update(ctx, r, accountKind, id, func(a aggregate.Account) ([]aggregate.AccountEvent, error) {
+	a, _, events, err := update(ctx, r, accountKind, id, nil, func(a aggregate.Account) ([]aggregate.AccountEvent, error) {
 		return aggregate.DecideAccount(a, cmd)
 	})
+	return a, events, err
 }
 
 // Policy loads the policy stream (the zero PolicyState when none was set).
@@ -203,7 +231,7 @@ func (r *Repo) Policy(ctx context.Context) (aggregate.PolicyState, eventstore.Po
 // SetPolicy puts a policy in force as the next version (no event when it
 // says the same as the one in force).
 func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {
-	s, _, err := update(ctx, r, policyKind, projections.PolicyStreamID, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
+	s, _, _, err := update(ctx, r, policyKind, projections.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
 		return aggregate.DecidePolicy(s, c)
 	})
 	return s, err
