@@ -237,6 +237,12 @@ func TestServeWalkthrough(t *testing.T) {
 	if acct["available"] != "3500" || acct["reserved"] != "0" || acct["settled"] != "1500" {
 		t.Fatalf("balance after payout: %v", acct)
 	}
+	metrics := c.text("/metrics")
+	for _, want := range []string{"weir_projection_lag_events", "weir_projection_applied_sequence", `weir_api_requests_total{route="POST /v1/withdrawals",status="201",transport="http"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	_, _, evs := c.do("GET", "/v1/withdrawals/"+id+"/events", "dev-alice-token", "")
 	events, _ := evs["events"].([]any)
 	if len(events) < 8 {
@@ -262,4 +268,15 @@ func errCode(body map[string]any) string {
 	e, _ := body["error"].(map[string]any)
 	s, _ := e["code"].(string)
 	return s
+}
+
+func (c httpClient) text(path string) string {
+	c.t.Helper()
+	resp, err := http.Get(c.base + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

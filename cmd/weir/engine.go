@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
@@ -234,6 +235,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 
 	// Transports.
 	metrics := api.NewMetrics()
+	metrics.Registry.MustRegister(e.projectionCollectors()...)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
 		Intake: e.intake, Principals: principals, Queues: e.projector, Logger: log,
 		Health: e.health, Metrics: metrics,
@@ -276,10 +278,14 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	return e, nil
 }
 
-// health reports whether the store answers and the projections keep up.
+// health reports whether the store answers, the read models follow the
+// log and the workers run.
 func (e *engine) health(ctx context.Context) error {
 	if _, err := e.store.LastSequence(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if err := e.projector.Err(); err != nil {
+		return fmt.Errorf("projections: %w", err)
 	}
 	select {
 	case err := <-e.workersErr:
@@ -397,4 +403,28 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 		}
 	}()
 	return nil
+}
+
+// projectionCollectors expose how far the read models trail the log:
+// queues served from a lagging projection are stale, so operators alert on
+// it.
+func (e *engine) projectionCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "weir_projection_applied_sequence",
+			Help: "Stream sequence the read models have folded up to.",
+		}, func() float64 { return float64(e.projector.Applied()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "weir_projection_lag_events",
+			Help: "Events in the log not yet folded into the read models.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			lag, err := e.projector.Lag(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(lag)
+		}),
+	}
 }
