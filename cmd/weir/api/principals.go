@@ -111,8 +111,9 @@ func (ps *Principals) All() []Principal { return slices.Clone(ps.list) }
 
 // Authenticate resolves an Authorization header value ("Bearer <token>").
 func (ps *Principals) Authenticate(header string) (Principal, bool) {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok {
+	// The scheme name is case-insensitive (RFC 7235 §2.1).
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Principal{}, false
 	}
 	p, ok := ps.byToken[strings.TrimSpace(token)]
