@@ -13,7 +13,8 @@
 //   - loading one aggregate at a cost that grows with its own events, not
 //     with the stream;
 //   - reading the whole log (or one aggregate type) from a position, for
-//     projections and sagas;
+//     projections (Subscribe, ReadAll), and durable at-least-once delivery
+//     for sagas (Consume: acknowledged only after the handler succeeds);
 //   - encoding: JSON payloads, event type and schema version in headers, a
 //     Registry that refuses unknown types loudly and upcasts old schemas.
 //
