@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/tron"
@@ -258,17 +260,18 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 		wk.log.Info("broadcast accepted", "withdrawal", f.w.ID, "txid", txid, "send", n)
 		return wk.accepted(ctx, f, n, string(res.Code))
 	case tron.OutcomeRejected:
-		if n == 1 {
-			// The first send of this txid ever, refused for a reason a
-			// resend cannot fix: no copy of these bytes can be anywhere
-			// else, so nothing can land.
-			wk.log.Warn("broadcast rejected", "withdrawal", f.w.ID, "txid", txid, "result", res.String())
-			return wk.fail(ctx, f, aggregate.ReasonNodeRejected, res.String())
-		}
-		// An earlier send of the same bytes may be in some pool; the
-		// refusal of this copy proves nothing about that one. Reconcile
-		// like any other ambiguous answer; the chain-time proof settles it.
-		wk.log.Warn("resend rejected; reconciling", "withdrawal", f.w.ID, "txid", txid, "send", n, "result", res.String())
+		// A hard reject is this node's word about these bytes, not proof
+		// that they can never land: they stay validly signed until their
+		// expiration, another node may judge them differently (bandwidth,
+		// TAPoS and contract state are per node and per moment), an earlier
+		// send may sit in some pool, and anyone who can read the log holds
+		// them. So the withdrawal neither fails nor moves on to a new
+		// envelope here: the worker remembers the refusal, stops sending
+		// these bytes itself, and waits for the chain to decide — found
+		// → the normal path; the chain-time proof of death → node_rejected.
+		wk.rejected[txid] = res
+		wk.log.Warn("broadcast rejected; waiting for the chain-time proof", "withdrawal", f.w.ID, "txid", txid, "send", n,
+			"result", res.String(), "expiration", f.w.Envelope.Expiration)
 	default:
 		wk.log.Info("broadcast ambiguous; reconciling", "withdrawal", f.w.ID, "txid", txid, "send", n, "result", res.String(), "err", sendErr)
 	}
@@ -298,14 +301,35 @@ func (wk *Worker) fail(ctx context.Context, f *flight, reason, detail string) (s
 	if wk.crashAt(CrashBeforeFail, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
-	if len(detail) > 512 {
-		detail = detail[:512]
-	}
+	detail = clipText(detail, maxDetail)
 	if err := wk.write(ctx, f, aggregate.Fail{Reason: reason, TxID: f.w.Envelope.TxID, Detail: detail, At: wk.now()}, true); err != nil {
 		return stepStop, err
 	}
 	wk.log.Warn("failed", "withdrawal", f.w.ID, "reason", reason, "detail", detail)
 	return stepNext, nil
+}
+
+// maxDetail bounds a failure's detail (the domain refuses longer text).
+const maxDetail = 512
+
+// clipText makes text from a node fit an event: control characters (which
+// the domain refuses, and which a node's message may carry) become spaces,
+// and the text is cut to at most max bytes on a character boundary.
+func clipText(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 func (wk *Worker) head(ctx context.Context) (tron.BlockHeader, error) {

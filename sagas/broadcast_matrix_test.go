@@ -683,18 +683,22 @@ func TestWallClockJumpingAnHourDoesNotRebuild(t *testing.T) {
 }
 
 // A hard rejection of the first send of a txid (SIGERROR here: the node
-// does not accept the test signer) fails the withdrawal at once with reason
-// node_rejected; nothing can be anywhere else, so nothing is retried.
-func TestHardRejectOnFirstSendFailsAndReleases(t *testing.T) {
+// does not accept the test signer) is the node's word, not proof: the
+// bytes stay valid until they expire. The worker does not send them again
+// and the money stays reserved; only once the chain-time proof holds does
+// the withdrawal fail with node_rejected, the refusal and the evidence in
+// its detail, and only then is the reservation released.
+func TestHardRejectOnFirstSendFailsOnlyWithProofThenReleases(t *testing.T) {
 	r := newBCRig(t, func(c *tron.SimConfig) { c.Verifiers = nil })
 	id := r.ready(bcAddress("sigerror"), "10")
-	r.until(5, r.terminal(id), r.worker("w1"))
-	w := r.load(id)
-	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonNodeRejected || !strings.Contains(w.Detail, string(tron.CodeSigError)) {
-		t.Fatalf("%s %s %q", w.State, w.Reason, w.Detail)
-	}
+	w := r.untilProvenFailed(id, 120, r.worker("w1"))
+	wantNodeRejectedWithProof(t, w, tron.CodeSigError)
 	if s := r.sends(w); len(s) != 1 || s[0].Code != tron.CodeSigError {
 		t.Fatalf("send log %+v", s)
+	}
+	evs := r.events(id)
+	if bcCount(evs, aggregate.EventRebuilt) != 0 || bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 {
+		t.Fatal("a hard-rejected envelope was replaced")
 	}
 	r.nothingOnChain(w)
 	r.settled(w)

@@ -176,9 +176,30 @@ func (in *Intake) Events(ctx context.Context, id string) ([]EventView, error) {
 		if at.IsZero() {
 			at = r.Time
 		}
-		out[i] = EventView{Version: r.AggregateVersion, Type: r.Type, At: at, State: w.State, Data: r.Payload}
+		data, err := viewData(r, events[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = EventView{Version: r.AggregateVersion, Type: r.Type, At: at, State: w.State, Data: data}
 	}
 	return out, nil
+}
+
+// Redacted stands in for a secret in an API view.
+const Redacted = "redacted"
+
+// viewData is an event's payload as the API shows it. The signature of a
+// signed event is redacted: with the raw bytes (which stay, as they hold no
+// secret and are what the txid hashes) it is a transaction anyone could
+// broadcast until it expires. The stored event is not touched.
+func viewData(r eventstore.Record, e aggregate.Event) (json.RawMessage, error) {
+	// Events decode strictly (no unknown fields), so the typed event is
+	// the whole payload.
+	if s, ok := e.(aggregate.Signed); ok {
+		s.Signature = Redacted
+		return json.Marshal(s)
+	}
+	return r.Payload, nil
 }
 
 // Approve records the principal's approval under the policy in force.

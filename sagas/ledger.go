@@ -19,16 +19,27 @@ const LedgerConsumer = "weir-ledger"
 //
 //	withdrawal.requested            → reserve on the account, then record
 //	                                  funds_reserved (or reject with
-//	                                  insufficient_funds / daily_limit)
+//	                                  insufficient_funds / daily_limit);
+//	                                  release instead if it already ended
 //	withdrawal.rejected / .failed   → release the reservation
 //	withdrawal.confirmed            → settle the reservation
 //	withdrawal.settled_internally   → settle, and credit the custodied
 //	                                  destination account
+//	account.reserved                → the same as withdrawal.requested for
+//	                                  the withdrawal it names: record
+//	                                  funds_reserved, or release if the
+//	                                  withdrawal ended meanwhile
 //
 // Every step is idempotent (by withdrawal id on the account, by replay on
 // the withdrawal), so the intake may run a step inline for a fast reply and
 // the durable consumer may run it again after a crash: no startup scan, no
 // reaper — an unacknowledged event is simply redelivered.
+//
+// The account.reserved step closes the gap a reserving path leaves when it
+// dies between its two appends (account, then withdrawal): if the
+// withdrawal was cancelled in between, every withdrawal event may already
+// have been handled before the reservation existed, and only the
+// reservation's own event is left to bring it back.
 type Ledger struct {
 	repo       *Repo
 	dailyLimit aggregate.Amount
@@ -47,32 +58,113 @@ func NewLedger(repo *Repo, dailyLimit aggregate.Amount, now Clock, log *slog.Log
 	return &Ledger{repo: repo, dailyLimit: dailyLimit, now: now, log: log}
 }
 
-// Run consumes withdrawal events durably until ctx is done.
+// Run consumes withdrawal and account events durably until ctx is done.
+// One durable consumer over every aggregate type (policy events are
+// ignored) keeps one cursor, in stream order, for both.
 func (l *Ledger) Run(ctx context.Context) error {
-	return l.repo.store.Consume(ctx, LedgerConsumer, projections.TypeWithdrawal, func(r eventstore.Record) error {
+	return l.repo.store.Consume(ctx, LedgerConsumer, "", func(r eventstore.Record) error {
 		if err := l.handle(r); err != nil {
-			l.log.Warn("ledger: will retry", "withdrawal", r.Key.ID, "event", r.Type, "err", err)
+			l.log.Warn("ledger: will retry", "type", r.Key.Type, "id", r.Key.ID, "event", r.Type, "version", r.AggregateVersion, "err", err)
 			return err
 		}
 		return nil
 	})
 }
 
+// ErrStaleRead means a load answered with an aggregate older than the event
+// being handled (a lagging replica answering a direct get). The event is
+// not acknowledged, so it is redelivered, and decided again on a read that
+// has caught up — never on the stale one.
+var ErrStaleRead = errors.New("sagas: stale read: the aggregate loaded is older than the event being handled")
+
+// fresh refuses a load at pos that does not yet include the event r of the
+// same aggregate.
+func fresh(r eventstore.Record, pos eventstore.Position) error {
+	if pos.Version < r.AggregateVersion {
+		return fmt.Errorf("%w: %s %s loaded at version %d, event %s is version %d",
+			ErrStaleRead, r.Key.Type, r.Key.ID, pos.Version, r.Type, r.AggregateVersion)
+	}
+	return nil
+}
+
 func (l *Ledger) handle(r eventstore.Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	switch r.Type {
-	case aggregate.EventRequested:
-		_, err := l.Reserve(ctx, r.Key.ID)
-		return err
-	case aggregate.EventRejected, aggregate.EventFailed, aggregate.EventConfirmed, aggregate.EventSettledInternally:
-		w, _, err := l.repo.Withdrawal(ctx, r.Key.ID)
-		if err != nil {
-			return err
-		}
-		return l.Finish(ctx, w)
+	switch r.Key.Type {
+	case projections.TypeWithdrawal:
+		return l.handleWithdrawal(ctx, r)
+	case projections.TypeAccount:
+		return l.handleAccount(ctx, r)
 	}
 	return nil
+}
+
+func (l *Ledger) handleWithdrawal(ctx context.Context, r eventstore.Record) error {
+	switch r.Type {
+	case aggregate.EventRequested, aggregate.EventRejected, aggregate.EventFailed,
+		aggregate.EventConfirmed, aggregate.EventSettledInternally:
+	default:
+		return nil
+	}
+	w, pos, err := l.repo.Withdrawal(ctx, r.Key.ID)
+	if err != nil {
+		return err
+	}
+	if err := fresh(r, pos); err != nil {
+		return err
+	}
+	if r.Type == aggregate.EventRequested {
+		_, err := l.reserve(ctx, w, pos)
+		return err
+	}
+	return l.Finish(ctx, w)
+}
+
+// handleAccount brings the withdrawal a reservation was made for in line
+// with it: recorded on the withdrawal while it may still be paid, released
+// once it cannot.
+func (l *Ledger) handleAccount(ctx context.Context, r eventstore.Record) error {
+	if r.Type != aggregate.EventAccountReserved {
+		return nil
+	}
+	e, err := aggregate.DecodeAccountEvent(r.Type, r.Payload)
+	if err != nil {
+		return err
+	}
+	res, ok := e.(aggregate.AccountReserved)
+	if !ok {
+		return fmt.Errorf("account %s event %d: %s decoded as %T", r.Key.ID, r.AggregateVersion, r.Type, e)
+	}
+	w, pos, err := l.repo.Withdrawal(ctx, res.WithdrawalID)
+	if err != nil {
+		return err
+	}
+	if !w.Exists() {
+		// The reservation was made after its withdrawal was written (every
+		// reserving path starts from the withdrawal), so this read is behind.
+		return fmt.Errorf("%w: account %s reserved %s for withdrawal %s, which has no events yet",
+			ErrStaleRead, r.Key.ID, res.Amount, res.WithdrawalID)
+	}
+	if w.Account != r.Key.ID {
+		l.log.Error("ledger: reservation on an account that is not the withdrawal's", "account", r.Key.ID,
+			"withdrawal", w.ID, "withdrawal_account", w.Account, "amount", res.Amount.String())
+		return nil
+	}
+	// Recorded on a withdrawal that may still be paid, or settled: nothing
+	// to do (funds_reserved follows this event in the log, so any later
+	// end of the withdrawal is an event of its own, handled after it).
+	// This is the common case and costs no account read.
+	ended := w.State == aggregate.StateRejected || w.State == aggregate.StateFailed
+	if !ended && (w.Reserved || w.Terminal()) {
+		return nil
+	}
+	if _, apos, err := l.repo.Account(ctx, r.Key.ID); err != nil {
+		return err
+	} else if err := fresh(r, apos); err != nil {
+		return err
+	}
+	_, err = l.reserve(ctx, w, pos)
+	return err
 }
 
 // Reserve holds the withdrawal's amount on its account and records that on
@@ -90,9 +182,15 @@ func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, 
 
 // reserve is Reserve for a withdrawal the caller holds at pos (the intake
 // has just written it): the withdrawal is not read again unless another
-// writer moved it meanwhile.
+// writer moved it meanwhile. A withdrawal that already ended is not
+// reserved; whatever reservation it holds is released instead — a
+// reserving path that loaded it before the cancel may have reserved after
+// the cancel's release, and died before it could give it back.
 func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos eventstore.Position) (aggregate.Withdrawal, error) {
-	if !w.Exists() || w.Reserved || w.Terminal() {
+	if w.Terminal() {
+		return w, l.Release(ctx, w)
+	}
+	if !w.Exists() || w.Reserved {
 		return w, nil
 	}
 	id := w.ID

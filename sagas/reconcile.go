@@ -27,9 +27,12 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 }
 
 // confirm handles broadcast: the network had the transaction. Only the
-// solidity view decides the outcome (a solid block is final); a receipt
-// other than SUCCESS means the transaction is on chain, spent, and moved
-// nothing, so it fails with that reason and is never rebuilt. A
+// solidity view decides the outcome (a solid block is final); an explicit
+// failing receipt (REVERT, OUT_OF_ENERGY, …) means the transaction is on
+// chain, spent, and moved nothing, so it fails with that reason and is
+// never rebuilt. A receipt that says nothing (empty, DEFAULT, or a result
+// this code does not know) is no proof either way: the worker waits for a
+// later lookup rather than release money that may have left. A
 // transaction the node no longer knows was dropped from the pool: it is
 // sent again, as in reconcile.
 func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
@@ -52,7 +55,13 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 			wk.log.Info("confirmed", "withdrawal", f.w.ID, "txid", txid, "block", solid.BlockNumber)
 			return stepNext, nil
 		}
-		return wk.fail(ctx, f, receiptReason(solid.Receipt), fmt.Sprintf("%s: %s", solid, solid.Message))
+		reason, failed := receiptFailure(solid.Receipt)
+		if !failed {
+			wk.log.Error("included without a receipt result that proves success or failure; waiting for a later lookup",
+				"withdrawal", f.w.ID, "txid", txid, "block", solid.BlockNumber, "receipt", string(solid.Receipt), "message", solid.Message)
+			return stepWait, nil
+		}
+		return wk.fail(ctx, f, reason, fmt.Sprintf("%s: %s", solid, solid.Message))
 	}
 	st, err := wk.lookup(ctx, txid)
 	if err != nil {
@@ -77,6 +86,11 @@ func (wk *Worker) resendOrProve(ctx context.Context, f *flight) (stepResult, err
 	if head.Timestamp >= f.w.Envelope.Expiration {
 		return wk.whenExpired(ctx, f)
 	}
+	if _, ok := wk.rejected[f.w.Envelope.TxID]; ok {
+		// This worker's node refused these bytes: sending them again
+		// cannot help, and the chain-time proof is coming anyway.
+		return stepWait, nil
+	}
 	if last, ok := wk.sentAt[f.w.Envelope.TxID]; ok && head.Number <= last {
 		return stepWait, nil
 	}
@@ -87,6 +101,14 @@ func (wk *Worker) resendOrProve(ctx context.Context, f *flight) (stepResult, err
 // lookup rather than from a broadcast answer.
 func (wk *Worker) found(ctx context.Context, f *flight, st tron.TxStatus) (stepResult, error) {
 	result := "found_" + st.State.String()
+	if rej, ok := wk.rejected[f.w.Envelope.TxID]; ok {
+		// The network has the bytes a node refused: the refusal was that
+		// node's view, not the transaction's fate. Forget it, so that a
+		// later drop from the pool is resent like any other.
+		wk.log.Warn("hard-rejected transaction found on the network", "withdrawal", f.w.ID, "txid", f.w.Envelope.TxID,
+			"rejected", rej.String(), "status", st.String())
+		delete(wk.rejected, f.w.Envelope.TxID)
+	}
 	switch f.w.State {
 	case aggregate.StateBroadcast:
 		return stepWait, nil // already recorded; confirmation decides
@@ -111,7 +133,9 @@ func (wk *Worker) found(ctx context.Context, f *flight, st tron.TxStatus) (stepR
 // after it that finds nothing cannot be overtaken by a late inclusion.
 // With the proof, the envelope is replaced (attempt + 1, evidence in the
 // event) or, when attempts are exhausted, the withdrawal fails; without
-// it, the worker waits.
+// it, the worker waits. An envelope this worker's node hard-rejected is
+// not replaced: with the proof the withdrawal fails with node_rejected,
+// the refusal and the evidence in its detail.
 func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error) {
 	txid, exp := f.w.Envelope.TxID, f.w.Envelope.Expiration
 	margin := wk.cfg.ExpiryMargin.Milliseconds()
@@ -138,6 +162,13 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if err := ev.Proves(exp); err != nil {
 		return stepStop, fmt.Errorf("withdrawal %s: expiry proof: %w", f.w.ID, err)
 	}
+	proof := fmt.Sprintf("solid block %d at %d ≥ expiration %d + margin %d, lookup %s",
+		solid.Number, solid.Timestamp, exp, margin, ev.Lookup)
+	if rej, ok := wk.rejected[txid]; ok {
+		// Keep the evidence whole: only the node's text is cut to fit.
+		suffix := "; proof: " + proof
+		return wk.fail(ctx, f, aggregate.ReasonNodeRejected, clipText(rej.String(), maxDetail-len(suffix))+suffix)
+	}
 	if f.w.Attempt >= wk.cfg.MaxAttempts {
 		return wk.fail(ctx, f, aggregate.ReasonAttemptsExhausted, fmt.Sprintf(
 			"attempt %d of %d expired unseen: solid block %d at %d >= expiration %d + margin %d, lookup %s",
@@ -157,7 +188,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if err := wk.write(ctx, f, aggregate.Rebuild{RetiredTxID: txid, Evidence: ev, Envelope: env, At: wk.now()}, true); err != nil {
 		return stepStop, err
 	}
-	delete(wk.sentAt, txid)
+	wk.forget(txid)
 	wk.log.Info("rebuilt after proof of death", "withdrawal", f.w.ID, "retired", txid, "txid", env.TxID,
 		"attempt", f.w.Attempt, "solid_block", solid.Number, "solid_time", solid.Timestamp, "expiration", exp)
 	if wk.crashAt(CrashAfterRebuild, f.w.ID) {
@@ -166,15 +197,35 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	return stepNext, nil
 }
 
-// receiptReason names the failure of an included transaction.
-func receiptReason(r tron.ReceiptResult) string {
+// receiptFailure names the failure of an included transaction whose
+// receipt says, explicitly, that the contract call failed (java-tron's
+// Transaction.Result.contractResult): the fee is burnt, the txid spent, no
+// token moved. ok is false for a receipt that proves nothing — empty or
+// DEFAULT (no result recorded, or a partial answer) or a value this code
+// does not know — and for SUCCESS.
+func receiptFailure(r tron.ReceiptResult) (reason string, ok bool) {
 	switch r {
 	case tron.ReceiptRevert:
-		return aggregate.ReasonReverted
+		return aggregate.ReasonReverted, true
 	case tron.ReceiptOutOfEnergy:
-		return aggregate.ReasonOutOfEnergy
-	case "":
-		return "contract_failed"
+		return aggregate.ReasonOutOfEnergy, true
+	case tron.ReceiptOutOfTime, tron.ReceiptBadJumpDest, tron.ReceiptOutOfMemory,
+		tron.ReceiptIllegalOperation, tron.ReceiptStackOverflow, tron.ReceiptTransferFailed,
+		receiptPrecompiledContract, receiptStackTooSmall, receiptStackTooLarge,
+		receiptJVMStackOverflow, receiptInvalidCode,
+		// UNKNOWN is not "we do not know": java-tron sets it when the VM
+		// ended on an exception it has no name for, and rolls the call back.
+		tron.ReceiptUnknown:
+		return strings.ToLower(string(r)), true
 	}
-	return strings.ToLower(string(r))
+	return "", false
 }
+
+// java-tron contract results the tron package does not name.
+const (
+	receiptPrecompiledContract tron.ReceiptResult = "PRECOMPILED_CONTRACT"
+	receiptStackTooSmall       tron.ReceiptResult = "STACK_TOO_SMALL"
+	receiptStackTooLarge       tron.ReceiptResult = "STACK_TOO_LARGE"
+	receiptJVMStackOverflow    tron.ReceiptResult = "JVM_STACK_OVER_FLOW"
+	receiptInvalidCode         tron.ReceiptResult = "INVALID_CODE"
+)

@@ -161,6 +161,14 @@ type Worker struct {
 	sentAt map[string]int64   // txid → head block number at this worker's last send of it
 	rounds uint64
 	spread uint64 // where in the ready queue this worker starts, so workers do not all race for the same one
+
+	// rejected holds the hard rejects (SIGERROR, BANDWITH_ERROR, …) this
+	// worker got for a txid: it sends those bytes no more, and once the
+	// chain-time proof holds the withdrawal fails with node_rejected
+	// instead of being rebuilt. Memory only, cleared with sentAt: a worker
+	// that lost it sends once more and is refused again (or, past the
+	// expiration, rebuilds on the proof as for any unseen envelope).
+	rejected map[string]tron.BroadcastResult
 }
 
 // flight is a withdrawal in a worker's hands: the state it decided against
@@ -180,12 +188,13 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	h := fnv.New64a()
 	h.Write([]byte(cfg.ID))
 	return &Worker{
-		cfg:    cfg,
-		log:    cfg.Logger.With("worker", cfg.ID),
-		wake:   make(chan struct{}, 1),
-		held:   map[string]*flight{},
-		sentAt: map[string]int64{},
-		spread: h.Sum64(),
+		cfg:      cfg,
+		log:      cfg.Logger.With("worker", cfg.ID),
+		wake:     make(chan struct{}, 1),
+		held:     map[string]*flight{},
+		sentAt:   map[string]int64{},
+		rejected: map[string]tron.BroadcastResult{},
+		spread:   h.Sum64(),
 	}, nil
 }
 
@@ -339,10 +348,16 @@ func (wk *Worker) drive(ctx context.Context, id string) (bool, error) {
 		// still ours, the next visit reloads it from the stream.
 		delete(wk.held, id)
 		for _, txid := range append(f.w.RetiredTxIDs(), f.w.TxID()) {
-			delete(wk.sentAt, txid)
+			wk.forget(txid)
 		}
 	}
 	return f.moved > 0, err
+}
+
+// forget drops what this worker remembers about its sends of txid.
+func (wk *Worker) forget(txid string) {
+	delete(wk.sentAt, txid)
+	delete(wk.rejected, txid)
 }
 
 // driveFlight runs handlers; keep reports whether the worker still holds
