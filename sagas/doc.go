@@ -20,7 +20,9 @@
 //     destination → ledger transfer, the node is never called); re-checks
 //     approvals against the policy in force now; writes the envelope (txid
 //     and raw bytes) before signing and a broadcasting intent before every
-//     send; classifies the node's answer (accepted, hard reject, or
+//     send; classifies the node's answer (accepted; hard reject → stop
+//     sending those bytes, and fail only once the chain-time proof below
+//     shows they can never land, since another node may still take them;
 //     ambiguous → reconcile by txid); resends the same bytes while they can
 //     still land; and builds a new envelope only with a chain-time proof
 //     (solid block time ≥ expiration + margin, and the node does not know
