@@ -237,7 +237,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	metrics := api.NewMetrics()
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
-		Intake: e.intake, Principals: principals, Queues: e.projector, Logger: log,
+		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log,
 		Health: e.health, Metrics: metrics,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTP)
@@ -256,7 +256,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err != nil {
 		return nil, err
 	}
-	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: e.projector, Logger: log, Metrics: metrics}); err != nil {
+	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log, Metrics: metrics}); err != nil {
 		return nil, err
 	}
 	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")
@@ -431,4 +431,32 @@ func (e *engine) projectionCollectors() []prometheus.Collector {
 			return float64(lag)
 		}),
 	}
+}
+
+// readYourWrites serves the queues only after the read models have folded
+// everything that was in the log when the request arrived, so a client
+// that just created or approved a withdrawal sees it in the queue it
+// belongs to. A projector that cannot catch up within a second is served
+// as it is (the views say what they have seen; lag is on /metrics).
+type readYourWrites struct{ p *projections.Projector }
+
+func (r readYourWrites) catchUp() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = r.p.CatchUp(ctx)
+}
+
+func (r readYourWrites) PendingApprovals() []aggregate.Withdrawal {
+	r.catchUp()
+	return r.p.PendingApprovals()
+}
+
+func (r readYourWrites) Ready(now time.Time) []aggregate.Withdrawal {
+	r.catchUp()
+	return r.p.Ready(now)
+}
+
+func (r readYourWrites) InFlightWithdrawals(now time.Time) []aggregate.Withdrawal {
+	r.catchUp()
+	return r.p.InFlightWithdrawals(now)
 }

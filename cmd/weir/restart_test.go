@@ -34,6 +34,10 @@ func TestWithdrawalAndReservationSurviveRestart(t *testing.T) {
 	if code, _, w := c.do("POST", "/v1/withdrawals", "dev-alice-token", body); code != 201 || w["reserved"] != true {
 		t.Fatalf("request: %d %v", code, w)
 	}
+	// The queues read their own writes: the request just made is listed.
+	if _, _, q := c.do("GET", "/v1/queues/approvals", "dev-bob-token", ""); !queueHas(q, id) {
+		t.Fatalf("approvals queue right after the request: %v", q)
+	}
 	if err := eng.Close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -60,4 +64,14 @@ func TestWithdrawalAndReservationSurviveRestart(t *testing.T) {
 		t.Fatalf("approve: %d %v", code, w)
 	}
 	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
+}
+
+func queueHas(q map[string]any, id string) bool {
+	items, _ := q["items"].([]any)
+	for _, it := range items {
+		if w, _ := it.(map[string]any); w["id"] == id {
+			return true
+		}
+	}
+	return false
 }
