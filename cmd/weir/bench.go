@@ -76,6 +76,7 @@ type benchConfig struct {
 	JSON    bool
 	Keep    string
 	Profile string
+	NodeRTT time.Duration
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -88,6 +89,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.JSON, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.Keep, "keep", "", "put the store in `DIR` (absent or empty) and keep it afterwards; default: a temporary directory, removed at the end")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
+	fs.DurationVar(&cfg.NodeRTT, "node-rtt", 10*time.Millisecond, "round trip added to every node call in the second end-to-end series (a real java-tron is a network call away); 0 skips that series")
 	printDefaults := fs.Usage
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchAbout+"\n")
@@ -436,9 +438,66 @@ func (b *benchRig) say(format string, args ...any) {
 type benchNode struct {
 	tron.Node
 	wake chan struct{}
+	// rtt is added to every call (nanoseconds; 0 = none), as the network
+	// between weir and a real node would.
+	rtt atomic.Int64
+}
+
+// roundTrip waits the configured round trip, as a network call would.
+func (n *benchNode) roundTrip(ctx context.Context) error {
+	d := time.Duration(n.rtt.Load())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (n *benchNode) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.TxStatus{}, err
+	}
+	return n.Node.Lookup(ctx, txid)
+}
+
+func (n *benchNode) SolidLookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.TxStatus{}, err
+	}
+	return n.Node.SolidLookup(ctx, txid)
+}
+
+func (n *benchNode) Head(ctx context.Context) (tron.BlockHeader, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.BlockHeader{}, err
+	}
+	return n.Node.Head(ctx)
+}
+
+func (n *benchNode) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.BlockHeader{}, err
+	}
+	return n.Node.SolidHead(ctx)
+}
+
+func (n *benchNode) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.BlockHeader{}, err
+	}
+	return n.Node.RefBlock(ctx)
 }
 
 func (n *benchNode) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
+	if err := n.roundTrip(ctx); err != nil {
+		return tron.BroadcastResult{}, err
+	}
 	res, err := n.Node.Broadcast(ctx, tx)
 	select {
 	case n.wake <- struct{}{}:
@@ -689,7 +748,11 @@ func (b *benchRig) run() (*benchReport, error) {
 	rep.add("raw_replay_per_s", fmt.Sprintf("raw ordered replay, %d messages", rawN), rawReplay, "msg/s", busy)
 
 	// Accounts: one per withdrawal, so no account stream grows with n.
-	total := cfg.N + 3*perRun + latencyN
+	rttN := 0 // withdrawals per run of the node-round-trip series
+	if cfg.NodeRTT > 0 {
+		rttN = min(perRun, 48)
+	}
+	total := cfg.N + 3*perRun + latencyN + 3*rttN
 	b.say("crediting %d accounts (not timed)", total)
 	if err := b.creditAccounts(total); err != nil {
 		return nil, err
@@ -740,6 +803,28 @@ func (b *benchRig) run() (*benchReport, error) {
 	if oneBusy > 0 {
 		// More workers can only use the CPU one worker left idle.
 		rep.add("e2e_cpu_ceiling_ratio", "CPU ceiling of 4w ÷ 1w here (1 ÷ CPU share of 1 worker)", 1/oneBusy, "×", nil)
+	}
+
+	// (c') the same with a network round trip on every node call, as
+	// against a real java-tron: workers then spend their time waiting,
+	// not computing, and show whether they scale without a shared
+	// bottleneck (the claim protocol, the store, the read models).
+	if rttN > 0 {
+		b.node.rtt.Store(int64(cfg.NodeRTT))
+		base := cfg.N + 3*perRun + latencyN
+		for k, workers := range []int{1, 2, 4} {
+			lo, hi := base+k*rttN, base+(k+1)*rttN
+			b.say("end to end with a %v node round trip: %d withdrawals, %d worker(s)", cfg.NodeRTT, hi-lo, workers)
+			rate, busy, err := b.endToEnd(lo, hi, workers)
+			if err != nil {
+				return nil, err
+			}
+			m := rep.add(fmt.Sprintf("e2e_rtt_%dw_per_s", workers), fmt.Sprintf("end to end, %v node round trip, %d worker(s)", cfg.NodeRTT, workers), rate, "withdrawals/s", busy)
+			if workers == 4 {
+				m.compare(rep.metric("e2e_rtt_1w_per_s"), "1 worker, same round trip", 2.5)
+			}
+		}
+		b.node.rtt.Store(0)
 	}
 
 	// (e) latency under a steady trickle.
