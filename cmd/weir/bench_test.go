@@ -28,7 +28,7 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 	if rep.Config.N != 12 || rep.Config.Storage != "file" || rep.Config.Sync != "lazy" || rep.Config.CPUs < 1 {
 		t.Errorf("config: %+v", rep.Config)
 	}
-	withTarget := map[string]bool{"intake_requests_per_s": true, "e2e_4w_per_s": true, "audit_replay_events_per_s": true}
+	withTarget := map[string]bool{"intake_requests_per_s": true, "e2e_4w_per_s": true, "e2e_rtt_4w_per_s": true, "audit_replay_events_per_s": true}
 	got := map[string]benchMetric{}
 	for _, m := range rep.Metrics {
 		got[m.Name] = m
@@ -45,6 +45,7 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 	for _, name := range []string{
 		"raw_publish_per_s", "raw_publish_concurrent_per_s", "raw_replay_per_s", "appends_per_request",
 		"intake_requests_per_s", "e2e_1w_per_s", "e2e_2w_per_s", "e2e_4w_per_s",
+		"e2e_rtt_1w_per_s", "e2e_rtt_2w_per_s", "e2e_rtt_4w_per_s",
 		"raw_replay_events_per_s", "audit_replay_events_per_s", "latency_p50_ms", "latency_p99_ms",
 	} {
 		if _, ok := got[name]; !ok {
