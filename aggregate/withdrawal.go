@@ -221,9 +221,6 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	return w
 }
 
-// Apply is Evolve as a method: w.Apply(e) == Evolve(w, e).
-func (w Withdrawal) Apply(e Event) Withdrawal { return Evolve(w, e) }
-
 // Fold replays a withdrawal stream from its start.
 func Fold(events []Event) Withdrawal {
 	var w Withdrawal

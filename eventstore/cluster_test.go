@@ -163,17 +163,23 @@ func TestReplicatedStreamKeepsTheGuarantees(t *testing.T) {
 	}
 	leader.Shutdown()
 	leader.WaitForShutdown()
+	// While a new leader is elected an append may time out; it is retried
+	// with the same event id, so one that landed in the meantime is found
+	// by the read-back (or de-duplicated) rather than written twice.
 	next := p1
+	deadline := time.Now().Add(60 * time.Second)
 	for i := range 20 {
-		var err error
-		for attempt := 0; ; attempt++ {
-			var p Position
-			p, err = s.Append(ctx, k, next, noteEv("after-failover", i))
+		ev := noteEv("after-failover", i)
+		ev.ID = NewEventID()
+		for {
+			actx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			p, err := s.Append(actx, k, next, ev)
+			cancel()
 			if err == nil {
 				next = p
 				break
 			}
-			if errors.Is(err, ErrConflict) || attempt > 100 {
+			if errors.Is(err, ErrConflict) || time.Now().After(deadline) {
 				t.Fatalf("append %d after failover: %v", i, err)
 			}
 			<-time.After(50 * time.Millisecond) // a new leader is being elected

@@ -20,7 +20,9 @@ type Options struct {
 	// Checkpoints stores snapshots; nil disables checkpointing (every start
 	// replays the log from the beginning).
 	Checkpoints Checkpoints
-	// CheckpointEvery saves after this many folded records; default 1000.
+	// CheckpointEvery saves after this many folded records; default 1000;
+	// negative: by CheckpointInterval only (a save re-encodes every open
+	// withdrawal, which under load costs more than it saves at restart).
 	CheckpointEvery int
 	// CheckpointInterval saves this often while records keep coming (and once
 	// more after they stop); default 10s.
@@ -37,7 +39,7 @@ func (o *Options) withDefaults() {
 	if o.Name == "" {
 		o.Name = "views"
 	}
-	if o.CheckpointEvery <= 0 {
+	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = 1000
 	}
 	if o.CheckpointInterval <= 0 {
@@ -225,7 +227,7 @@ func (p *Projector) handle(rec eventstore.Record) error {
 		p.unsaved++
 		p.wakeLocked()
 	}
-	due := p.unsaved >= p.opts.CheckpointEvery
+	due := p.opts.CheckpointEvery > 0 && p.unsaved >= p.opts.CheckpointEvery
 	p.mu.Unlock()
 	if due && p.opts.Checkpoints != nil {
 		select {

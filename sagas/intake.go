@@ -3,7 +3,6 @@ package sagas
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,9 +15,14 @@ import (
 // Errors raised by the intake layer itself (the domain's are aggregate
 // errors). They are *aggregate.Error values so the transports map one error
 // type to statuses.
+const (
+	CodeNotFound  = "not_found"
+	CodeForbidden = "forbidden"
+)
+
 var (
-	ErrNotFound  = &aggregate.Error{Code: "not_found"}
-	ErrForbidden = &aggregate.Error{Code: "forbidden"}
+	ErrNotFound  = &aggregate.Error{Code: CodeNotFound}
+	ErrForbidden = &aggregate.Error{Code: CodeForbidden}
 )
 
 func notFound(what, id string) error {
@@ -294,17 +298,9 @@ func (in *Intake) Account(ctx context.Context, id string) (aggregate.AccountView
 	return a.View(), nil
 }
 
-// Policy returns the policy in force: the latest version on the policy
-// stream, or the default (version 0) before any was stored.
+// Policy returns the policy in force (see Repo.PolicyInForce).
 func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
-	s, _, err := in.repo.Policy(ctx)
-	if err != nil {
-		return aggregate.Policy{}, err
-	}
-	if s.Policy.Version == 0 {
-		return aggregate.DefaultPolicy(), nil
-	}
-	return s.Policy, nil
+	return in.repo.PolicyInForce(ctx)
 }
 
 // SetPolicy stores p as the next policy version (who, when). Setting the
@@ -318,10 +314,4 @@ func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) 
 		return aggregate.Policy{}, err
 	}
 	return s.Policy, nil
-}
-
-// isCode reports whether err carries the domain code.
-func isCode(err error, code string) bool {
-	var e *aggregate.Error
-	return errors.As(err, &e) && e.Code == code
 }

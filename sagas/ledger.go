@@ -199,9 +199,9 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos events
 	})
 	var next aggregate.Command = aggregate.RecordReservation{At: l.now().UTC()}
 	switch {
-	case isCode(err, aggregate.CodeInsufficientFunds), isCode(err, aggregate.CodeDailyLimit):
+	case errors.Is(err, aggregate.ErrInsufficientFunds), errors.Is(err, aggregate.ErrDailyLimit):
 		reason := aggregate.ReasonInsufficientFunds
-		if isCode(err, aggregate.CodeDailyLimit) {
+		if errors.Is(err, aggregate.ErrDailyLimit) {
 			reason = aggregate.ReasonDailyLimit
 		}
 		next = aggregate.Reject{Reason: reason, Detail: err.Error(), At: l.now().UTC()}
@@ -240,7 +240,7 @@ func (l *Ledger) Release(ctx context.Context, w aggregate.Withdrawal) error {
 	_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Release{
 		Account: w.Account, WithdrawalID: w.ID, Reason: w.Reason, At: l.now().UTC(),
 	})
-	if isCode(err, aggregate.CodeNoReservation) {
+	if errors.Is(err, aggregate.ErrNoReservation) {
 		return nil // never reserved (e.g. rejected for insufficient funds)
 	}
 	return err

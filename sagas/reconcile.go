@@ -211,8 +211,8 @@ func receiptFailure(r tron.ReceiptResult) (reason string, ok bool) {
 		return aggregate.ReasonOutOfEnergy, true
 	case tron.ReceiptOutOfTime, tron.ReceiptBadJumpDest, tron.ReceiptOutOfMemory,
 		tron.ReceiptIllegalOperation, tron.ReceiptStackOverflow, tron.ReceiptTransferFailed,
-		receiptPrecompiledContract, receiptStackTooSmall, receiptStackTooLarge,
-		receiptJVMStackOverflow, receiptInvalidCode,
+		tron.ReceiptPrecompiled, tron.ReceiptStackTooSmall, tron.ReceiptStackTooLarge,
+		tron.ReceiptJVMStackOverflow, tron.ReceiptInvalidCode,
 		// UNKNOWN is not "we do not know": java-tron sets it when the VM
 		// ended on an exception it has no name for, and rolls the call back.
 		tron.ReceiptUnknown:
@@ -220,12 +220,3 @@ func receiptFailure(r tron.ReceiptResult) (reason string, ok bool) {
 	}
 	return "", false
 }
-
-// java-tron contract results the tron package does not name.
-const (
-	receiptPrecompiledContract tron.ReceiptResult = "PRECOMPILED_CONTRACT"
-	receiptStackTooSmall       tron.ReceiptResult = "STACK_TOO_SMALL"
-	receiptStackTooLarge       tron.ReceiptResult = "STACK_TOO_LARGE"
-	receiptJVMStackOverflow    tron.ReceiptResult = "JVM_STACK_OVER_FLOW"
-	receiptInvalidCode         tron.ReceiptResult = "INVALID_CODE"
-)

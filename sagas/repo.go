@@ -228,6 +228,21 @@ func (r *Repo) Policy(ctx context.Context) (aggregate.PolicyState, eventstore.Po
 	return load(ctx, r.store, policyKind, projections.PolicyStreamID)
 }
 
+// PolicyInForce is the approval policy in force now: the latest version on
+// the policy stream, or aggregate.DefaultPolicy (version 0) before any was
+// stored. Intake and workers both ask here, so an approval is given and
+// re-checked against the same rule.
+func (r *Repo) PolicyInForce(ctx context.Context) (aggregate.Policy, error) {
+	s, _, err := r.Policy(ctx)
+	if err != nil {
+		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
+	}
+	if s.Policy.Version == 0 {
+		return aggregate.DefaultPolicy(), nil
+	}
+	return s.Policy, nil
+}
+
 // SetPolicy puts a policy in force as the next version (no event when it
 // says the same as the one in force).
 func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {

@@ -76,9 +76,6 @@ type WorkerConfig struct {
 	// and its rebuilds); when the last one is proven dead the withdrawal
 	// fails with attempts_exhausted. Default DefaultMaxAttempts.
 	MaxAttempts int
-	// DefaultPolicy is the approval policy in force while none is stored
-	// (the policy stream is empty). Zero means aggregate.DefaultPolicy().
-	DefaultPolicy aggregate.Policy
 	// PollInterval is how often Run looks for work without being notified
 	// (leases lapse and chains move without telling anyone). Default
 	// DefaultPollInterval.
@@ -120,9 +117,6 @@ func (c *WorkerConfig) withDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.DefaultPolicy.Name == "" {
-		c.DefaultPolicy = aggregate.DefaultPolicy()
-	}
 	switch {
 	case c.Lease < 0, c.ExpirationWindow < 0, c.ExpiryMargin < 0, c.PollInterval < 0, c.NodeTimeout < 0:
 		return errors.New("sagas: worker config: durations must not be negative")
@@ -133,7 +127,7 @@ func (c *WorkerConfig) withDefaults() error {
 	case c.FeeLimit < 0:
 		return errors.New("sagas: worker config: negative fee limit")
 	}
-	return c.DefaultPolicy.Validate()
+	return nil
 }
 
 // ErrFenced means the worker lost a withdrawal: its stream moved on (an
@@ -460,12 +454,5 @@ func (wk *Worker) nodeCtx(ctx context.Context) (context.Context, context.CancelF
 
 // policy returns the approval policy in force now.
 func (wk *Worker) policy(ctx context.Context) (aggregate.Policy, error) {
-	s, _, err := wk.cfg.Repo.Policy(ctx)
-	if err != nil {
-		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
-	}
-	if s.Policy.Version == 0 {
-		return wk.cfg.DefaultPolicy, nil
-	}
-	return s.Policy, nil
+	return wk.cfg.Repo.PolicyInForce(ctx)
 }

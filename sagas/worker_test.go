@@ -27,7 +27,6 @@ func TestNewWorkerRefusesIncompleteConfig(t *testing.T) {
 		"no work source": func(c *sagas.WorkerConfig) { c.Work = nil },
 		"window > 24h":   func(c *sagas.WorkerConfig) { c.ExpirationWindow = 25 * time.Hour },
 		"negative lease": func(c *sagas.WorkerConfig) { c.Lease = -time.Second },
-		"bad policy":     func(c *sagas.WorkerConfig) { c.DefaultPolicy = aggregate.Policy{Name: "empty"} },
 	} {
 		cfg := ok
 		mutate(&cfg)

@@ -182,6 +182,11 @@ const (
 	ReceiptStackOverflow    ReceiptResult = "STACK_OVERFLOW"
 	ReceiptTransferFailed   ReceiptResult = "TRANSFER_FAILED"
 	ReceiptUnknown          ReceiptResult = "UNKNOWN"
+	ReceiptPrecompiled      ReceiptResult = "PRECOMPILED_CONTRACT"
+	ReceiptStackTooSmall    ReceiptResult = "STACK_TOO_SMALL"
+	ReceiptStackTooLarge    ReceiptResult = "STACK_TOO_LARGE"
+	ReceiptJVMStackOverflow ReceiptResult = "JVM_STACK_OVER_FLOW"
+	ReceiptInvalidCode      ReceiptResult = "INVALID_CODE"
 )
 
 // TxStatus is a Lookup answer. Block fields are set only when Included.

@@ -29,7 +29,7 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	if code, _, body := ca.do("POST", "/v1/accounts/pool/credits", "dev-olivia-token", `{"credit_id":"seed","amount":"1000"}`); code != 201 {
 		t.Fatalf("credit: %d %v", code, body)
 	}
-	const n = 16
+	const n = 24
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("11111111-2222-4333-8444-%012d", i+1)
@@ -73,11 +73,20 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 		}
 	}
 	t.Logf("claims by worker: %v", claimers)
-	// The account settles to the cent: 16 × 12.5 = 200 paid out.
+	// Worker ids are <host>-<pid>-w<n>: both processes must have taken
+	// work, or this test would not have raced them at all.
+	byProcess := map[string]int{}
+	for worker, n := range claimers {
+		byProcess[worker[:strings.LastIndex(worker, "-")]] += n
+	}
+	if len(byProcess) != 2 {
+		t.Fatalf("claims by process %v: want both processes to have claimed", byProcess)
+	}
+	// The account settles to the cent: 24 × 12.5 = 300 paid out.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, _, acct := cb.do("GET", "/v1/accounts/pool", "dev-alice-token", "")
-		if acct["settled"] == "200" && acct["reserved"] == "0" && acct["available"] == "800" {
+		if acct["settled"] == "300" && acct["reserved"] == "0" && acct["available"] == "700" {
 			break
 		}
 		if time.Now().After(deadline) {

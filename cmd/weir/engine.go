@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,26 +32,29 @@ import (
 // engine is one running weir process: everything `weir serve` starts, in
 // the order it must stop.
 type engine struct {
-	log        *slog.Logger
-	emb        *eventstore.Embedded // nil with --nats-url
-	conns      []*nats.Conn
-	store      *eventstore.Store
-	storeCfg   eventstore.Config
-	repo       *sagas.Repo
-	intake     *sagas.Intake
-	projector  *projections.Projector
-	sim        *tron.SimNode // nil with --tron-node
-	node       tron.Node
-	httpSrv    *http.Server
-	tronSrv    *http.Server
-	service    micro.Service
-	httpAddr   string
-	natsURL    string
-	tronURL    string
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	workersErr chan error
+	log       *slog.Logger
+	emb       *eventstore.Embedded // nil with --nats-url
+	conns     []*nats.Conn
+	store     *eventstore.Store
+	storeCfg  eventstore.Config
+	repo      *sagas.Repo
+	intake    *sagas.Intake
+	projector *projections.Projector
+	sim       *tron.SimNode // nil with --tron-node
+	node      tron.Node
+	httpSrv   *http.Server
+	tronSrv   *http.Server
+	service   micro.Service
+	httpAddr  string
+	natsURL   string
+	tronURL   string
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	// died records the first background loop (ledger saga, a worker, the
+	// simulated chain) that stopped on its own: money would stop moving,
+	// so /healthz must say so.
+	died atomic.Pointer[error]
 	// stops run (in reverse) after the workers and sagas have stopped.
 	stops []func(context.Context) error
 }
@@ -68,7 +72,7 @@ var devSigningKey = sha256.Sum256([]byte("weir dev hot wallet — never use on a
 
 func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out io.Writer) (_ *engine, err error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	e := &engine{log: log, cancel: cancel, workersErr: make(chan error, 1)}
+	e := &engine{log: log, cancel: cancel}
 	defer func() {
 		if err != nil {
 			_ = e.Close(context.Background())
@@ -200,7 +204,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		go func() {
 			defer e.wg.Done()
 			if err := e.sim.Run(ctx, cfg.SimBlockInterval); err != nil && ctx.Err() == nil {
-				log.Error("simulated node stopped", "err", err)
+				e.fail("simulated node", err)
 			}
 		}()
 		if cfg.TronHTTP != "" {
@@ -224,7 +228,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	go func() {
 		defer e.wg.Done()
 		if err := ledger.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("ledger saga stopped", "err", err)
+			e.fail("ledger saga", err)
 		}
 	}()
 	for i := range cfg.Workers {
@@ -287,13 +291,17 @@ func (e *engine) health(ctx context.Context) error {
 	if err := e.projector.Err(); err != nil {
 		return fmt.Errorf("projections: %w", err)
 	}
-	select {
-	case err := <-e.workersErr:
-		e.workersErr <- err
-		return fmt.Errorf("workers: %w", err)
-	default:
+	if err := e.died.Load(); err != nil {
+		return *err
 	}
 	return nil
+}
+
+// fail records that a background loop stopped on its own.
+func (e *engine) fail(what string, err error) {
+	e.log.Error(what+" stopped", "err", err)
+	wrapped := fmt.Errorf("%s stopped: %w", what, err)
+	e.died.CompareAndSwap(nil, &wrapped)
 }
 
 // Close stops everything in reverse order of start: transports first so
@@ -347,7 +355,7 @@ func startProjector(ctx context.Context, e *engine, nc *nats.Conn, cfg serveConf
 		// A checkpoint re-encodes every open withdrawal; by time (10 s) is
 		// often enough to keep restarts short, and by count it would cost a
 		// fifth of the CPU under load (measured with weir bench).
-		CheckpointEvery: 1 << 30,
+		CheckpointEvery: -1,
 	})
 	if err := p.Start(ctx); err != nil {
 		return nil, fmt.Errorf("projections: %w", err)
@@ -399,11 +407,7 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	go func() {
 		defer e.wg.Done()
 		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("worker stopped", "worker", id, "err", err)
-			select {
-			case e.workersErr <- err:
-			default:
-			}
+			e.fail("worker "+id, err)
 		}
 	}()
 	return nil

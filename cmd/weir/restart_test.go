@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -74,4 +75,27 @@ func queueHas(q map[string]any, id string) bool {
 		}
 	}
 	return false
+}
+
+// A background loop that stops on its own (the ledger saga, a worker, the
+// simulated chain) means money stops moving: /healthz must answer 503.
+func TestHealthFailsWhenABackgroundLoopDies(t *testing.T) {
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSAddr: "", Sync: "lazy", Workers: 1, memory: true,
+		SimBlockInterval: time.Hour, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn",
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := startEngine(context.Background(), cfg, log, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	c := httpClient{t: t, base: "http://" + eng.httpAddr}
+	if code, _, _ := c.do("GET", "/healthz", "", ""); code != 200 {
+		t.Fatalf("healthz before: %d", code)
+	}
+	eng.fail("ledger saga", errors.New("durable consumer: unknown event type"))
+	if code, _, body := c.do("GET", "/healthz", "", ""); code != 503 {
+		t.Fatalf("healthz after the ledger died: %d %v", code, body)
+	}
 }

@@ -17,8 +17,8 @@ import (
 // aggregate.Code* constants, passed through unchanged).
 const (
 	CodeUnauthenticated      = "unauthenticated"
-	CodeForbidden            = "forbidden" // also sagas.ErrForbidden
-	CodeNotFound             = "not_found" // also sagas.ErrNotFound
+	CodeForbidden            = sagas.CodeForbidden
+	CodeNotFound             = sagas.CodeNotFound
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeMalformedJSON        = "malformed_json"
 	CodeTooLarge             = "too_large"
