@@ -460,7 +460,7 @@ func (r readYourWrites) Ready(now time.Time) []aggregate.Withdrawal {
 	return r.p.Ready(now)
 }
 
-func (r readYourWrites) InFlightWithdrawals(now time.Time) []aggregate.Withdrawal {
+func (r readYourWrites) InFlight(now time.Time) []projections.InFlightItem {
 	r.catchUp()
-	return r.p.InFlightWithdrawals(now)
+	return r.p.InFlight(now)
 }

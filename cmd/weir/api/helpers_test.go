@@ -51,12 +51,13 @@ func testPrincipals(t *testing.T) *api.Principals {
 
 // fixedQueues serves fixed slices.
 type fixedQueues struct {
-	approvals, ready, inFlight []aggregate.Withdrawal
+	approvals, ready []aggregate.Withdrawal
+	inFlight         []projections.InFlightItem
 }
 
-func (q fixedQueues) PendingApprovals() []aggregate.Withdrawal             { return q.approvals }
-func (q fixedQueues) Ready(time.Time) []aggregate.Withdrawal               { return q.ready }
-func (q fixedQueues) InFlightWithdrawals(time.Time) []aggregate.Withdrawal { return q.inFlight }
+func (q fixedQueues) PendingApprovals() []aggregate.Withdrawal      { return q.approvals }
+func (q fixedQueues) Ready(time.Time) []aggregate.Withdrawal        { return q.ready }
+func (q fixedQueues) InFlight(time.Time) []projections.InFlightItem { return q.inFlight }
 
 type env struct {
 	emb     *eventstore.Embedded

@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -456,6 +458,36 @@ func TestQueues(t *testing.T) {
 		}
 	}
 	wantErr(t, e.do(t, "GET", "/v1/queues/other", tokBob, nil), http.StatusNotFound, "not_found", "")
+
+	// The in-flight queue adds what an operator needs to judge each item.
+	sending := w
+	sending.State = aggregate.StateBroadcasting
+	e3 := newEnv(t, envOpts{queues: fixedQueues{inFlight: []projections.InFlightItem{{
+		Withdrawal: sending, ID: sending.ID, State: sending.State, Sends: 2, Age: 90 * time.Second,
+		Unacknowledged: true, LeaseLapsed: true, Ambiguous: true,
+	}}}})
+	r = e3.do(t, "GET", "/v1/queues/in-flight", tokBob, nil)
+	wantStatus(t, r, http.StatusOK)
+	var inFlight struct {
+		Items []struct {
+			ID       string `json:"id"`
+			State    string `json:"state"`
+			InFlight struct {
+				AgeSeconds float64 `json:"age_seconds"`
+				Sends      int     `json:"sends"`
+				ClaimedBy  *string `json:"claimed_by"`
+				Ambiguous  bool    `json:"ambiguous"`
+			} `json:"in_flight"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(r.body, &inFlight); err != nil {
+		t.Fatal(err)
+	}
+	if len(inFlight.Items) != 1 || inFlight.Items[0].ID != w.ID || inFlight.Items[0].State != "broadcasting" ||
+		inFlight.Items[0].InFlight.AgeSeconds != 90 || inFlight.Items[0].InFlight.Sends != 2 ||
+		!inFlight.Items[0].InFlight.Ambiguous || inFlight.Items[0].InFlight.ClaimedBy != nil {
+		t.Fatalf("in-flight %s", r.body)
+	}
 }
 
 func TestPolicy(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -18,8 +19,8 @@ type Queues interface {
 	PendingApprovals() []aggregate.Withdrawal
 	// Ready: approved and reserved, not yet claimed, by approval time.
 	Ready(now time.Time) []aggregate.Withdrawal
-	// InFlightWithdrawals: signing … broadcast.
-	InFlightWithdrawals(now time.Time) []aggregate.Withdrawal
+	// InFlight: signing … broadcast, with age, lease and ambiguity.
+	InFlight(now time.Time) []projections.InFlightItem
 }
 
 // result is a successful command's reply, the same on both transports.
@@ -233,26 +234,64 @@ func policyView(p aggregate.Policy) PolicyView {
 
 // ItemsBody is a queue: {"items":[withdrawal...]}, never null.
 type ItemsBody struct {
-	Items []aggregate.WithdrawalView `json:"items"`
+	Items []QueueItem `json:"items"`
+}
+
+// QueueItem is a withdrawal as everywhere else, plus, in the in-flight
+// queue, what an operator needs to judge it (an addition to the contract).
+type QueueItem struct {
+	aggregate.WithdrawalView
+	InFlight *InFlightView `json:"in_flight,omitempty"`
+}
+
+// InFlightView says how long a withdrawal has been in flight, who drives
+// it, and whether the log alone can tell what happened on chain.
+type InFlightView struct {
+	Since              time.Time  `json:"since"`
+	AgeSeconds         float64    `json:"age_seconds"`
+	EnvelopeAgeSeconds float64    `json:"envelope_age_seconds"`
+	Sends              int        `json:"sends"`
+	ClaimedBy          *string    `json:"claimed_by"`
+	LeaseUntil         *time.Time `json:"lease_until"`
+	// Unacknowledged: a send is recorded with no acceptance after it.
+	Unacknowledged bool `json:"unacknowledged"`
+	// LeaseLapsed: no worker holds a live lease on it.
+	LeaseLapsed bool `json:"lease_lapsed"`
+	// Ambiguous: either of the above — reconciliation by txid is due.
+	Ambiguous bool `json:"ambiguous"`
+}
+
+func inFlightView(it projections.InFlightItem) *InFlightView {
+	v := &InFlightView{
+		Since: it.Since.UTC(), AgeSeconds: it.Age.Seconds(), EnvelopeAgeSeconds: it.EnvelopeAge.Seconds(),
+		Sends: it.Sends, Unacknowledged: it.Unacknowledged, LeaseLapsed: it.LeaseLapsed, Ambiguous: it.Ambiguous,
+	}
+	if it.ClaimedBy != "" {
+		by, until := it.ClaimedBy, it.LeaseUntil.UTC()
+		v.ClaimedBy, v.LeaseUntil = &by, &until
+	}
+	return v
 }
 
 func (o *ops) queue(name string) (result, error) {
-	var ws []aggregate.Withdrawal
+	items := []QueueItem{}
 	if o.queues != nil {
+		var ws []aggregate.Withdrawal
 		switch name {
 		case "approvals":
 			ws = o.queues.PendingApprovals()
 		case "ready":
 			ws = o.queues.Ready(o.now())
 		case "in-flight":
-			ws = o.queues.InFlightWithdrawals(o.now())
+			for _, it := range o.queues.InFlight(o.now()) {
+				items = append(items, QueueItem{WithdrawalView: it.Withdrawal.View(), InFlight: inFlightView(it)})
+			}
 		default:
 			return result{}, apiError(CodeNotFound, "", fmt.Sprintf("no queue %q", name))
 		}
-	}
-	items := make([]aggregate.WithdrawalView, len(ws))
-	for i, w := range ws {
-		items[i] = w.View()
+		for _, w := range ws {
+			items = append(items, QueueItem{WithdrawalView: w.View()})
+		}
 	}
 	return result{body: ItemsBody{Items: items}}, nil
 }
