@@ -12,9 +12,12 @@
 //     operation id), approve, cancel, credit, reads, policy.
 //   - Ledger is the saga that keeps accounts in step with withdrawals
 //     (reserve on request, release on reject/fail, settle on confirm,
-//     credit the destination of an internal transfer). Every step is
-//     idempotent; run inline for fast replies and from a durable consumer
-//     so a crash between two steps is completed by the next process.
+//     credit the destination of an internal transfer; on account.reserved,
+//     record the reservation on the withdrawal or give it back if the
+//     withdrawal ended). Every step is idempotent; run inline for fast
+//     replies and from a durable consumer so a crash between two steps is
+//     completed by the next process. It refuses to decide on a read older
+//     than the event it handles (the event is redelivered).
 //   - Worker is the broadcast saga. It claims a ready withdrawal by
 //     appending a lease at the position it read; routes it (custodied
 //     destination → ledger transfer, the node is never called); re-checks

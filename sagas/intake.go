@@ -25,6 +25,17 @@ var (
 	ErrForbidden = &aggregate.Error{Code: CodeForbidden}
 )
 
+// withdrawalID canonicalises a withdrawal id from a path or body; an id
+// that is not a UUID names no withdrawal, so it is not found (404), not
+// invalid: nothing could ever have been created under it.
+func withdrawalID(id string) (string, error) {
+	canon, err := aggregate.ParseOperationID(id)
+	if err != nil {
+		return "", notFound("withdrawal", id)
+	}
+	return canon, nil
+}
+
 func notFound(what, id string) error {
 	return &aggregate.Error{Code: ErrNotFound.Code, Message: fmt.Sprintf("%s %q not found", what, id)}
 }
@@ -131,9 +142,9 @@ func (in *Intake) requestCommand(ctx context.Context, req RequestInput) (aggrega
 
 // Withdrawal returns one withdrawal's current state.
 func (in *Intake) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal, error) {
-	canon, err := aggregate.ParseOperationID(id)
+	canon, err := withdrawalID(id)
 	if err != nil {
-		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+		return aggregate.Withdrawal{}, err
 	}
 	w, _, err := in.repo.Withdrawal(ctx, canon)
 	if err != nil {
@@ -157,9 +168,9 @@ type EventView struct {
 
 // Events lists a withdrawal's events in order.
 func (in *Intake) Events(ctx context.Context, id string) ([]EventView, error) {
-	canon, err := aggregate.ParseOperationID(id)
+	canon, err := withdrawalID(id)
 	if err != nil {
-		return nil, notFound("withdrawal", id)
+		return nil, err
 	}
 	recs, err := in.repo.WithdrawalRecords(ctx, canon)
 	if err != nil {
@@ -208,9 +219,9 @@ func viewData(r eventstore.Record, e aggregate.Event) (json.RawMessage, error) {
 
 // Approve records the principal's approval under the policy in force.
 func (in *Intake) Approve(ctx context.Context, id, by string) (aggregate.Withdrawal, error) {
-	canon, err := aggregate.ParseOperationID(id)
+	canon, err := withdrawalID(id)
 	if err != nil {
-		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+		return aggregate.Withdrawal{}, err
 	}
 	policy, err := in.Policy(ctx)
 	if err != nil {
@@ -229,9 +240,9 @@ func (in *Intake) Approve(ctx context.Context, id, by string) (aggregate.Withdra
 // approved) with reason cancelled and releases its reservation. Only its
 // requester or an operator may cancel.
 func (in *Intake) Cancel(ctx context.Context, id, by string, operator bool) (aggregate.Withdrawal, error) {
-	canon, err := aggregate.ParseOperationID(id)
+	canon, err := withdrawalID(id)
 	if err != nil {
-		return aggregate.Withdrawal{}, notFound("withdrawal", id)
+		return aggregate.Withdrawal{}, err
 	}
 	w, _, err := in.repo.UpdateWithdrawal(ctx, canon, func(w aggregate.Withdrawal) (aggregate.Command, error) {
 		if !w.Exists() {
