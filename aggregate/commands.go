@@ -1,0 +1,163 @@
+package aggregate
+
+import (
+	"time"
+)
+
+// Withdrawal commands: what can be asked of a withdrawal, one type per
+// step. Deciding them is in decide*.go; the invariants in rules.go.
+
+// Command is something asked of a withdrawal. Every command carries the time
+// it is decided at (from the caller's clock, or chain time where the chain is
+// the authority); Decide never reads a clock.
+type Command interface{ isWithdrawalCommand() }
+
+// RequestWithdrawal creates the withdrawal. ID is the client's operation_id;
+// ToAddress must already have been validated for its rail by the caller
+// (aggregate only checks it is a plausible token). An empty Asset means
+// USDT-TRC20. Policy is the policy in force: its requirement for the amount
+// is snapshotted into the withdrawal.
+type RequestWithdrawal struct {
+	ID          string
+	Account     string
+	ToAddress   string
+	Amount      Amount
+	Asset       string
+	RequestedBy string
+	Policy      Policy
+	At          time.Time
+}
+
+// Approve is an approver's consent; By is the authenticated principal, never
+// a body field. Policy is the policy in force now.
+type Approve struct {
+	By     string
+	Policy Policy
+	At     time.Time
+}
+
+// RecheckApprovals is the pre-send re-check against the policy in force. It
+// emits ApprovalsInvalidated (approved → requested) when the approvals no
+// longer suffice, and nothing when they do.
+type RecheckApprovals struct {
+	Policy Policy
+	At     time.Time
+}
+
+// Cancel is a cancellation by the requester or an operator (the transport
+// checks who may; the decider records By).
+type Cancel struct {
+	By string
+	At time.Time
+}
+
+// Reject is a rejection by the system (ReasonInsufficientFunds,
+// ReasonDailyLimit, …). Cancellations use Cancel.
+type Reject struct {
+	Reason string
+	Detail string
+	At     time.Time
+}
+
+// RecordReservation records on the withdrawal that its amount is now held on
+// the account (the account decider's Reserve succeeded).
+type RecordReservation struct {
+	At time.Time
+}
+
+// ClaimWithdrawal takes or renews a broadcast worker's lease. Another
+// worker's unexpired lease (as of At) refuses it with claim_held.
+type ClaimWithdrawal struct {
+	Worker     string
+	LeaseUntil time.Time
+	At         time.Time
+}
+
+// ChooseRoute records the routing decision.
+type ChooseRoute struct {
+	Route Route
+	At    time.Time
+}
+
+// SettleInternally records that the ledger transfer of an internal route is
+// done (approved → confirmed). Policy is the policy in force: approvals are
+// re-checked against it before money moves.
+type SettleInternally struct {
+	Policy Policy
+	At     time.Time
+}
+
+// BuildEnvelope writes ahead the first transaction (approved → signing).
+// Policy is the policy in force: approvals are re-checked against it.
+type BuildEnvelope struct {
+	Envelope Envelope
+	Policy   Policy
+	At       time.Time
+}
+
+// RecordSignature records the signature of the current envelope.
+type RecordSignature struct {
+	TxID      string
+	Signature string // 65 bytes r‖s‖v in hex; v is 0/1 (27/28 accepted)
+	At        time.Time
+}
+
+// RecordBroadcastIntent is written before each send; Send numbers the sends
+// of the current attempt from 1.
+type RecordBroadcastIntent struct {
+	TxID string
+	Send int
+	At   time.Time
+}
+
+// RecordAccepted records that the network has the transaction.
+type RecordAccepted struct {
+	TxID   string
+	Send   int
+	Result string
+	At     time.Time
+}
+
+// Rebuild retires the current envelope with its proof of death and writes
+// ahead a new one.
+type Rebuild struct {
+	RetiredTxID string
+	Evidence    Evidence
+	Envelope    Envelope
+	At          time.Time
+}
+
+// Confirm records inclusion in a solid block with receipt SUCCESS. Other
+// receipts (REVERT, OUT_OF_ENERGY) are a Fail with that reason.
+type Confirm struct {
+	TxID        string
+	BlockNumber int64
+	BlockTime   int64
+	Receipt     string
+	At          time.Time
+}
+
+// Fail ends an in-flight withdrawal without payout.
+type Fail struct {
+	Reason string
+	TxID   string // optional: if set, must be the current envelope's
+	Detail string
+	At     time.Time
+}
+
+func (RequestWithdrawal) isWithdrawalCommand()     {}
+func (Approve) isWithdrawalCommand()               {}
+func (RecheckApprovals) isWithdrawalCommand()      {}
+func (Cancel) isWithdrawalCommand()                {}
+func (Reject) isWithdrawalCommand()                {}
+func (RecordReservation) isWithdrawalCommand()     {}
+func (ClaimWithdrawal) isWithdrawalCommand()       {}
+func (ChooseRoute) isWithdrawalCommand()           {}
+func (SettleInternally) isWithdrawalCommand()      {}
+func (BuildEnvelope) isWithdrawalCommand()         {}
+func (RecordSignature) isWithdrawalCommand()       {}
+func (RecordBroadcastIntent) isWithdrawalCommand() {}
+func (RecordAccepted) isWithdrawalCommand()        {}
+func (Rebuild) isWithdrawalCommand()               {}
+func (Confirm) isWithdrawalCommand()               {}
+func (Fail) isWithdrawalCommand()                  {}

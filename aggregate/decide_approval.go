@@ -1,0 +1,167 @@
+package aggregate
+
+// Deciders for the request and approval steps: request, approve,
+// re-check against a changed policy, cancel, reject.
+
+func decideRequest(w Withdrawal, c RequestWithdrawal) (Event, error) {
+	id, err := ParseOperationID(c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateAccountID(c.Account); err != nil {
+		return nil, err
+	}
+	if err := checkAddress(c.ToAddress); err != nil {
+		return nil, err
+	}
+	code := c.Asset
+	if code == "" {
+		code = USDT.Code
+	}
+	as, err := LookupAsset(code)
+	if err != nil {
+		return nil, err
+	}
+	amount, err := as.admit("amount", c.Amount)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkToken(CodeInvalidCommand, "requested_by", c.RequestedBy); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if w.Exists() {
+		// A second create on the same operation id is a replay only if it
+		// means the same thing — including who asked.
+		if w.ID == id && w.Account == c.Account && w.ToAddress == c.ToAddress &&
+			w.Amount.Equal(amount) && w.Asset == as.Code && w.RequestedBy == c.RequestedBy {
+			return nil, nil
+		}
+		return nil, newError(CodeIdempotencyConflict, "operation_id", "operation %s already exists with a different request", id)
+	}
+	rule := c.Policy.RuleFor(amount)
+	return Requested{
+		ID: id, Account: c.Account, ToAddress: c.ToAddress, Amount: amount, Asset: as.Code,
+		RequestedBy: c.RequestedBy, RequiredApprovals: rule.Approvers, Rule: rule.Name,
+		PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version, At: at,
+	}, nil
+}
+
+// checkAddress is only a plausibility check; the rail (tron/) validates the
+// address for real before the command is built.
+func checkAddress(s string) error {
+	if s == "" {
+		return newError(CodeInvalidAddress, "to_address", "required")
+	}
+	if len(s) > maxTokenLen {
+		return newError(CodeInvalidAddress, "to_address", "longer than %d characters", maxTokenLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return newError(CodeInvalidAddress, "to_address", "only printable ASCII without spaces is allowed")
+		}
+	}
+	return nil
+}
+
+func decideApprove(w Withdrawal, c Approve) (Event, error) {
+	if err := checkToken(CodeInvalidCommand, "by", c.By); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if w.Exists() && c.By == w.RequestedBy {
+		return nil, newError(CodeSelfApproval, "", "%s requested this withdrawal and cannot approve it", c.By)
+	}
+	if w.HasApproval(c.By) {
+		return nil, nil // the same approver twice counts once
+	}
+	if err := CheckTransition(w.State, EventApproved); err != nil {
+		return nil, err
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	rule := c.Policy.RuleFor(w.Amount)
+	ap := Approval{By: c.By, At: at, Rule: rule.Name, PolicyVersion: c.Policy.Version}
+	if len(w.Approvals)+1 >= rule.Approvers {
+		return Approved{Approval: ap, RequiredApprovals: rule.Approvers, At: at}, nil
+	}
+	return ApprovalRecorded{Approval: ap, RequiredApprovals: rule.Approvers, At: at}, nil
+}
+
+func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if w.State == StateRequested && w.Invalidation != nil && w.Invalidation.PolicyVersion == c.Policy.Version &&
+		w.Invalidation.PolicyName == c.Policy.Name {
+		return nil, nil // this policy version already sent it back
+	}
+	if err := CheckTransition(w.State, EventApprovalsInvalidated); err != nil {
+		return nil, err
+	}
+	if EnsureApproved(w, c.Policy) == nil {
+		return nil, nil
+	}
+	rule := c.Policy.RuleFor(w.Amount)
+	return ApprovalsInvalidated{
+		Reason: ReasonPolicyTightened, PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version,
+		Rule: rule.Name, RequiredApprovals: rule.Approvers, Given: len(w.Approvals), At: at,
+	}, nil
+}
+
+func decideCancel(w Withdrawal, c Cancel) (Event, error) {
+	if err := checkToken(CodeInvalidCommand, "by", c.By); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if w.State == StateRejected && w.Reason == ReasonCancelled {
+		return nil, nil // already cancelled, whoever did it
+	}
+	if !w.Exists() {
+		return nil, newError(CodeInvalidTransition, "", "no such withdrawal")
+	}
+	if !w.State.IsCancellable() {
+		return nil, newError(CodeNotCancellable, "", "a withdrawal in state %s can no longer be cancelled", w.State)
+	}
+	return Rejected{Reason: ReasonCancelled, By: c.By, At: at}, nil
+}
+
+func decideReject(w Withdrawal, c Reject) (Event, error) {
+	if err := checkToken(CodeInvalidCommand, "reason", c.Reason); err != nil {
+		return nil, err
+	}
+	if c.Reason == ReasonCancelled {
+		return nil, newError(CodeInvalidCommand, "reason", "a cancellation is a Cancel, which records who cancelled")
+	}
+	if err := checkText("detail", c.Detail); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if w.State == StateRejected {
+		if w.Reason == c.Reason {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "", "already rejected (%s)", w.Reason)
+	}
+	return Rejected{Reason: c.Reason, Detail: c.Detail, At: at}, nil
+}

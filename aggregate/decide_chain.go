@@ -1,0 +1,223 @@
+package aggregate
+
+import (
+	"strings"
+)
+
+// Deciders for the on-chain steps: building the envelope, signing,
+// broadcasting, acceptance, rebuilding after expiry, confirmation, failure.
+
+func decideBuildEnvelope(w Withdrawal, c BuildEnvelope) (Event, error) {
+	env := c.Envelope.normalized()
+	if err := env.Check(); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if w.Attempt > 0 {
+		switch {
+		case env == w.Envelope:
+			return nil, nil
+		case w.isRetired(env.TxID):
+			return nil, newError(CodeInvalidTransition, "envelope.txid", "txid %s was retired", env.TxID)
+		}
+		return nil, newError(CodeInvalidTransition, "envelope", "an envelope is already recorded (attempt %d, txid %s)", w.Attempt, w.Envelope.TxID)
+	}
+	if err := CheckTransition(w.State, EventEnvelopeBuilt); err != nil {
+		return nil, err
+	}
+	if err := EnsureApproved(w, c.Policy); err != nil {
+		return nil, err
+	}
+	return EnvelopeBuilt{Attempt: 1, Envelope: env, PolicyVersion: c.Policy.Version, At: at}, nil
+}
+
+// currentTxID refuses any txid but the current envelope's; a retired one is
+// called out because a worker holding it is stale and must stop.
+func currentTxID(w Withdrawal, txid string) error {
+	switch {
+	case txid == "":
+		return newError(CodeInvalidCommand, "txid", "required")
+	case w.isRetired(txid):
+		return newError(CodeInvalidTransition, "txid", "txid %s was retired by a rebuild", txid)
+	case txid != w.Envelope.TxID:
+		return newError(CodeInvalidTransition, "txid", "txid %s is not the current envelope's", txid)
+	}
+	return nil
+}
+
+func decideSignature(w Withdrawal, c RecordSignature) (Event, error) {
+	txid, sig := strings.ToLower(c.TxID), strings.ToLower(c.Signature)
+	if err := checkSignature(sig); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := currentTxID(w, txid); err != nil {
+		return nil, err
+	}
+	if w.Signature != "" {
+		if w.Signature == sig {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "signature", "txid %s already has a different signature", txid)
+	}
+	return Signed{TxID: txid, Signature: sig, At: at}, nil
+}
+
+func checkSignature(sig string) error {
+	if len(sig) != 130 || !isHex(sig) {
+		return newError(CodeInvalidCommand, "signature", "must be 65 bytes (r‖s‖v) in hex")
+	}
+	switch sig[128:] {
+	case "00", "01", "1b", "1c":
+		return nil
+	}
+	return newError(CodeInvalidCommand, "signature", "recovery byte v must be 0, 1, 27 or 28")
+}
+
+func decideIntent(w Withdrawal, c RecordBroadcastIntent) (Event, error) {
+	txid := strings.ToLower(c.TxID)
+	if c.Send < 1 {
+		return nil, newError(CodeInvalidCommand, "send", "sends are numbered from 1")
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := currentTxID(w, txid); err != nil {
+		return nil, err
+	}
+	if err := CheckTransition(w.State, EventBroadcasting); err != nil {
+		return nil, err
+	}
+	if c.Send <= w.Sends {
+		return nil, nil
+	}
+	if c.Send != w.Sends+1 {
+		return nil, newError(CodeInvalidTransition, "send", "send %d after send %d", c.Send, w.Sends)
+	}
+	return Broadcasting{TxID: txid, Attempt: w.Attempt, Send: c.Send, At: at}, nil
+}
+
+func decideAccepted(w Withdrawal, c RecordAccepted) (Event, error) {
+	txid := strings.ToLower(c.TxID)
+	if c.Send < 1 {
+		return nil, newError(CodeInvalidCommand, "send", "sends are numbered from 1")
+	}
+	if err := checkText("result", c.Result); err != nil {
+		return nil, err
+	}
+	if c.Result == "" {
+		return nil, newError(CodeInvalidCommand, "result", "required")
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := currentTxID(w, txid); err != nil {
+		return nil, err
+	}
+	if w.Acceptance.Send == c.Send {
+		if w.Acceptance.Result == c.Result {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "result", "send %d was already accepted with %q", c.Send, w.Acceptance.Result)
+	}
+	if c.Send != w.Sends {
+		return nil, newError(CodeInvalidTransition, "send", "send %d is not the latest intent (%d)", c.Send, w.Sends)
+	}
+	return BroadcastAccepted{TxID: txid, Attempt: w.Attempt, Send: c.Send, Result: c.Result, At: at}, nil
+}
+
+func decideRebuild(w Withdrawal, c Rebuild) (Event, error) {
+	env := c.Envelope.normalized()
+	retired := strings.ToLower(c.RetiredTxID)
+	if retired == "" {
+		return nil, newError(CodeInvalidCommand, "retired_txid", "required")
+	}
+	if err := env.Check(); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range w.Retired {
+		if r.TxID != retired {
+			continue
+		}
+		if r.ReplacedBy == env.TxID && r.Evidence == c.Evidence && (env.TxID != w.Envelope.TxID || env == w.Envelope) {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "retired_txid", "txid %s was already retired, replaced by %s", retired, r.ReplacedBy)
+	}
+	if err := CheckTransition(w.State, EventRebuilt); err != nil {
+		return nil, err
+	}
+	if retired != w.Envelope.TxID {
+		return nil, newError(CodeInvalidTransition, "retired_txid", "only the current envelope (%s) can be retired", w.Envelope.TxID)
+	}
+	return Rebuilt{Attempt: w.Attempt + 1, RetiredTxID: retired, Evidence: c.Evidence, Envelope: env, At: at}, nil
+}
+
+func decideConfirm(w Withdrawal, c Confirm) (Event, error) {
+	txid := strings.ToLower(c.TxID)
+	if c.Receipt != ReceiptSuccess {
+		return nil, newError(CodeInvalidCommand, "receipt", "only a %s receipt confirms; %q is a Fail", ReceiptSuccess, c.Receipt)
+	}
+	if c.BlockNumber <= 0 {
+		return nil, newError(CodeInvalidCommand, "block_number", "required")
+	}
+	if c.BlockTime <= 0 {
+		return nil, newError(CodeInvalidCommand, "block_time", "required")
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if err := currentTxID(w, txid); err != nil {
+		return nil, err
+	}
+	if w.State == StateConfirmed {
+		cf := w.Confirmation
+		if cf.TxID == txid && cf.BlockNumber == c.BlockNumber && cf.BlockTime == c.BlockTime && cf.Receipt == c.Receipt {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "", "already confirmed in block %d", cf.BlockNumber)
+	}
+	return Confirmed{TxID: txid, BlockNumber: c.BlockNumber, BlockTime: c.BlockTime, Receipt: c.Receipt, At: at}, nil
+}
+
+func decideFail(w Withdrawal, c Fail) (Event, error) {
+	txid := strings.ToLower(c.TxID)
+	if err := checkToken(CodeInvalidCommand, "reason", c.Reason); err != nil {
+		return nil, err
+	}
+	if err := checkText("detail", c.Detail); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if txid != "" {
+		if err := currentTxID(w, txid); err != nil {
+			return nil, err
+		}
+	}
+	if w.State == StateFailed {
+		if w.Reason == c.Reason {
+			return nil, nil
+		}
+		return nil, newError(CodeInvalidTransition, "reason", "already failed (%s)", w.Reason)
+	}
+	return Failed{Reason: c.Reason, TxID: w.Envelope.TxID, Detail: c.Detail, At: at}, nil
+}

@@ -1,0 +1,230 @@
+package aggregate
+
+import "time"
+
+// Rules every withdrawal event must satisfy (checkEvent, shared by Decide
+// and Audit), free-text limits, approval validity, readiness to move money.
+
+const maxTextLen = 1024
+
+// checkText allows free text (details, node results) that is short and has
+// no control characters; empty is allowed.
+func checkText(field, s string) error {
+	if len(s) > maxTextLen {
+		return newError(CodeInvalidCommand, field, "longer than %d characters", maxTextLen)
+	}
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return newError(CodeInvalidCommand, field, "control characters are not allowed")
+		}
+	}
+	return nil
+}
+
+// checkEvent is every rule an event must satisfy against the state it is
+// applied to: the transition table plus the data invariants. Decide runs it
+// on each event it emits and Audit on each stored event, so a log that
+// passes Audit could have been written by Decide.
+func checkEvent(w Withdrawal, e Event) error {
+	if e == nil {
+		return newError(CodeUnknownEvent, "", "nil event")
+	}
+	if err := CheckTransition(w.State, e.EventType()); err != nil {
+		return err
+	}
+	if e.OccurredAt().IsZero() {
+		return newError(CodeInvalidEvent, "at", "missing")
+	}
+	switch ev := e.(type) {
+	case Requested:
+		if id, err := ParseOperationID(ev.ID); err != nil || id != ev.ID {
+			return newError(CodeInvalidOperationID, "id", "not a canonical operation id")
+		}
+		if err := ValidateAccountID(ev.Account); err != nil {
+			return err
+		}
+		if err := checkAddress(ev.ToAddress); err != nil {
+			return err
+		}
+		as, err := LookupAsset(ev.Asset)
+		if err != nil {
+			return err
+		}
+		if _, err := as.admit("amount", ev.Amount); err != nil {
+			return err
+		}
+		if err := checkToken(CodeInvalidCommand, "requested_by", ev.RequestedBy); err != nil {
+			return err
+		}
+		if ev.RequiredApprovals < 1 {
+			return newError(CodeInvalidEvent, "required_approvals", "at least 1")
+		}
+	case ApprovalRecorded:
+		if err := checkApproval(w, ev.Approval, ev.RequiredApprovals); err != nil {
+			return err
+		}
+		if len(w.Approvals)+1 >= ev.RequiredApprovals {
+			return newError(CodeInvalidEvent, "required_approvals", "this approval is sufficient: it is an %s", EventApproved)
+		}
+	case Approved:
+		if err := checkApproval(w, ev.Approval, ev.RequiredApprovals); err != nil {
+			return err
+		}
+		if len(w.Approvals)+1 < ev.RequiredApprovals {
+			return newError(CodeApprovalsInsufficient, "", "%d approvals given, %d required", len(w.Approvals)+1, ev.RequiredApprovals)
+		}
+	case ApprovalsInvalidated:
+		if ev.Reason == "" {
+			return newError(CodeInvalidEvent, "reason", "required")
+		}
+		if len(w.Approvals) >= ev.RequiredApprovals {
+			return newError(CodeInvalidEvent, "required_approvals", "the approvals given (%d) still suffice", len(w.Approvals))
+		}
+	case Rejected:
+		if err := checkToken(CodeInvalidEvent, "reason", ev.Reason); err != nil {
+			return err
+		}
+		if ev.Reason == ReasonCancelled && ev.By == "" {
+			return newError(CodeInvalidEvent, "by", "a cancellation records who cancelled")
+		}
+	case FundsReserved:
+		if w.Reserved {
+			return newError(CodeInvalidTransition, "", "already reserved")
+		}
+		if ev.Account != w.Account || !ev.Amount.Equal(w.Amount) {
+			return newError(CodeInvalidEvent, "amount", "the reservation must be of the withdrawal's amount on its account")
+		}
+	case Claimed:
+		if err := checkToken(CodeInvalidEvent, "worker", ev.Worker); err != nil {
+			return err
+		}
+		if !ev.LeaseUntil.After(ev.At) {
+			return newError(CodeInvalidEvent, "lease_until", "must be after at")
+		}
+		if w.Claim.Worker != ev.Worker && w.Claim.HeldAt(ev.At) {
+			return newError(CodeClaimHeld, "", "claimed by %s until %s", w.Claim.Worker, w.Claim.LeaseUntil.Format(time.RFC3339Nano))
+		}
+	case Routed:
+		if ev.Route.IsZero() {
+			return newError(CodeInvalidRoute, "route", "required")
+		}
+		if !w.Route.IsZero() {
+			return newError(CodeInvalidTransition, "route", "already routed")
+		}
+	case SettledInternally:
+		if !w.Route.IsInternal() {
+			return newError(CodeInvalidRoute, "route", "only an internal route settles on the ledger")
+		}
+		if ev.Account != w.Route.Account() || !ev.Amount.Equal(w.Amount) {
+			return newError(CodeInvalidEvent, "account", "must settle the withdrawal's amount to the routed account")
+		}
+		if err := readyToMove(w); err != nil {
+			return err
+		}
+	case EnvelopeBuilt:
+		if ev.Attempt != 1 || w.Attempt != 0 {
+			return newError(CodeInvalidTransition, "attempt", "the first envelope is attempt 1; later ones are rebuilds")
+		}
+		if err := ev.Envelope.Check(); err != nil {
+			return err
+		}
+		if !w.Route.IsExternal() {
+			return newError(CodeInvalidRoute, "route", "an envelope needs an external route (route is %q)", w.Route.Rail())
+		}
+		if err := readyToMove(w); err != nil {
+			return err
+		}
+	case Signed:
+		if ev.TxID != w.Envelope.TxID {
+			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+		if err := checkSignature(ev.Signature); err != nil {
+			return err
+		}
+	case Broadcasting:
+		if ev.TxID != w.Envelope.TxID || ev.Attempt != w.Attempt {
+			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+		if w.Signature == "" {
+			return newError(CodeInvalidTransition, "", "not signed")
+		}
+		if ev.Send != w.Sends+1 {
+			return newError(CodeInvalidTransition, "send", "send %d after send %d", ev.Send, w.Sends)
+		}
+	case BroadcastAccepted:
+		if ev.TxID != w.Envelope.TxID || ev.Attempt != w.Attempt {
+			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+		if ev.Send != w.Sends || ev.Result == "" {
+			return newError(CodeInvalidTransition, "send", "must answer the latest intent (%d) with a result", w.Sends)
+		}
+	case Rebuilt:
+		if ev.RetiredTxID != w.Envelope.TxID {
+			return newError(CodeInvalidTransition, "retired_txid", "only the current envelope can be retired")
+		}
+		if ev.Attempt != w.Attempt+1 {
+			return newError(CodeInvalidTransition, "attempt", "attempt %d after attempt %d", ev.Attempt, w.Attempt)
+		}
+		if err := ev.Evidence.Proves(w.Envelope.Expiration); err != nil {
+			return err
+		}
+		if err := ev.Envelope.Check(); err != nil {
+			return err
+		}
+		if w.KnowsTxID(ev.Envelope.TxID) {
+			return newError(CodeInvalidEnvelope, "envelope.txid", "txid %s was already used", ev.Envelope.TxID)
+		}
+		if ev.Envelope.Expiration <= ev.Evidence.SolidBlockTime {
+			return newError(CodeInvalidEnvelope, "envelope.expiration", "the new envelope is already expired at the proof's chain time")
+		}
+	case Confirmed:
+		if ev.TxID != w.Envelope.TxID {
+			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+		if ev.Receipt != ReceiptSuccess || ev.BlockNumber <= 0 {
+			return newError(CodeInvalidEvent, "receipt", "a confirmation is a SUCCESS receipt in a block")
+		}
+	case Failed:
+		if err := checkToken(CodeInvalidEvent, "reason", ev.Reason); err != nil {
+			return err
+		}
+		if ev.TxID != "" && ev.TxID != w.Envelope.TxID {
+			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+	default:
+		return newError(CodeUnknownEvent, "", "unknown event value %T (events are passed as values)", e)
+	}
+	return nil
+}
+
+func checkApproval(w Withdrawal, a Approval, required int) error {
+	if err := checkToken(CodeInvalidEvent, "approval.by", a.By); err != nil {
+		return err
+	}
+	if a.By == w.RequestedBy {
+		return newError(CodeSelfApproval, "", "%s requested this withdrawal and cannot approve it", a.By)
+	}
+	if w.HasApproval(a.By) {
+		return newError(CodeInvalidTransition, "approval.by", "%s has already approved", a.By)
+	}
+	if a.At.IsZero() {
+		return newError(CodeInvalidEvent, "approval.at", "missing")
+	}
+	if required < 1 {
+		return newError(CodeInvalidEvent, "required_approvals", "at least 1")
+	}
+	return nil
+}
+
+// readyToMove is what must hold before money moves by any route: the amount
+// is reserved and the recorded approvals reach the recorded requirement (the
+// policy re-check itself happens in Decide, which is handed the policy).
+func readyToMove(w Withdrawal) error {
+	if !w.Reserved {
+		return newError(CodeFundsNotReserved, "", "the amount is not reserved on account %s", w.Account)
+	}
+	if len(w.Approvals) < w.RequiredApprovals {
+		return newError(CodeApprovalsInsufficient, "", "%d approvals given, %d required", len(w.Approvals), w.RequiredApprovals)
+	}
+	return nil
+}
