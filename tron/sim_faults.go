@@ -1,6 +1,8 @@
 package tron
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -120,4 +122,88 @@ func validateRates(rates map[Fault]float64) error {
 		}
 	}
 	return nil
+}
+
+// ---- faults ------------------------------------------------------------
+
+// Script queues faults for the next calls of a channel, consumed one per
+// call in order before any seeded fault. It panics if a fault belongs to
+// another channel (FaultNone fits every channel).
+func (s *SimNode) Script(ch Channel, faults ...Fault) {
+	for _, f := range faults {
+		if f != FaultNone && f.Channel() != ch {
+			panic(fmt.Sprintf("tron sim: fault %q does not belong to channel %q", f, ch))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts[ch] = append(s.scripts[ch], faults...)
+}
+
+// ScriptRemaining returns how many scripted faults of ch are not consumed yet.
+func (s *SimNode) ScriptRemaining(ch Channel) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.scripts[ch])
+}
+
+// FaultCounts returns how many times each fault was injected.
+func (s *SimNode) FaultCounts() map[Fault]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Fault]int, len(s.faultCounts))
+	for f, n := range s.faultCounts {
+		out[f] = n
+	}
+	return out
+}
+
+// nextFault picks the fault for one call of ch. Caller holds s.mu.
+func (s *SimNode) nextFault(ch Channel) Fault {
+	f := FaultNone
+	if q := s.scripts[ch]; len(q) > 0 {
+		f, s.scripts[ch] = q[0], q[1:]
+	} else if s.channelHasRates(ch) {
+		r := s.rng.Float64()
+		for _, cand := range faultOrder {
+			if faultChannels[cand] != ch {
+				continue
+			}
+			if r < s.rates[cand] {
+				f = cand
+				break
+			}
+			r -= s.rates[cand]
+		}
+	}
+	if f != FaultNone {
+		s.faultCounts[f]++
+	}
+	return f
+}
+
+func (s *SimNode) channelHasRates(ch Channel) bool {
+	for f, p := range s.rates {
+		if p > 0 && faultChannels[f] == ch {
+			return true
+		}
+	}
+	return false
+}
+
+func simTimeout(call string) error {
+	return fmt.Errorf("tron sim: %s: %w", call, ErrTimeout)
+}
+
+// ctxErr maps a finished context to the package's error vocabulary: a
+// deadline is a timeout (ambiguous), a cancellation is passed through.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
 }
