@@ -47,6 +47,10 @@ var (
 	ErrUnavailable = errors.New("tron: node unavailable")
 	// ErrBadResponse: the node answered something this client cannot read.
 	ErrBadResponse = errors.New("tron: unreadable node response")
+	// ErrBlockNotSolid: the node (or the backend that answered) has no solid
+	// block with the number asked: not solid yet there, or beyond its view.
+	// It says nothing about the chain; ask again later or elsewhere.
+	ErrBlockNotSolid = errors.New("tron: block not solid on this node")
 )
 
 // AddressError says which rule an address failed. It wraps ErrInvalidAddress

@@ -29,6 +29,30 @@ type Node interface {
 	// RefBlock is the block to take TAPoS fields from (the solid head: it
 	// cannot be reorganised away, so the reference stays valid).
 	RefBlock(ctx context.Context) (BlockHeader, error)
+	// SolidBlockByNum returns solid block num with the id of every transaction it holds.
+	// A node (backend) that has no such solid block answers an error wrapping ErrBlockNotSolid — never an empty block.
+	SolidBlockByNum(ctx context.Context, num int64) (Block, error)
+	// SolidTxInfosByBlockNum returns the receipts of every transaction in solid block num (one call per block).
+	//
+	// java-tron answers [] for a block it does not have, so an empty (or
+	// short) list proves nothing: compare it with SolidBlockByNum's TxIDs.
+	SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error)
+}
+
+// Block is a solid block as the solidity view serves it.
+type Block struct {
+	Header   BlockHeader
+	ParentID [32]byte
+	TxIDs    [][32]byte
+}
+
+// TxInfo is one transaction's receipt as gettransactioninfobyblocknum serves it.
+type TxInfo struct {
+	TxID                   [32]byte
+	BlockNumber, BlockTime int64
+	Receipt                ReceiptResult
+	Message                string
+	FeeSun                 int64
 }
 
 // BroadcastCode is java-tron's Return.response_code, as a string. Codes this

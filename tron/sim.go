@@ -94,7 +94,8 @@ type SimNode struct {
 	head         int64
 	pool         []*simTx // accepted, not yet included, in acceptance order
 	known        map[[32]byte]*simTx
-	included     []*simTx // in inclusion order
+	included     []*simTx           // in inclusion order
+	byBlock      map[int64][]*simTx // included, by block number, in inclusion order
 	log          []BroadcastRecord
 	blockChanged chan struct{} // closed and replaced at every new block
 }
@@ -173,6 +174,7 @@ func NewSimNode(cfg SimConfig) *SimNode {
 		scripts:      map[Channel][]Fault{},
 		faultCounts:  map[Fault]int{},
 		known:        map[[32]byte]*simTx{},
+		byBlock:      map[int64][]*simTx{},
 		blockChanged: make(chan struct{}),
 	}
 	if s.startNumber == 0 {

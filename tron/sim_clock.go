@@ -141,6 +141,7 @@ func (s *SimNode) include(tx *simTx, n, t int64) {
 		}
 	}
 	s.included = append(s.included, tx)
+	s.byBlock[n] = append(s.byBlock[n], tx)
 }
 
 func (s *SimNode) balanceOf(a Address) *big.Int {

@@ -12,7 +12,7 @@ type Channel string
 
 const (
 	ChannelBroadcast Channel = "broadcast" // Broadcast
-	ChannelLookup    Channel = "lookup"    // Lookup, SolidLookup
+	ChannelLookup    Channel = "lookup"    // Lookup, SolidLookup, SolidBlockByNum, SolidTxInfosByBlockNum
 	ChannelHead      Channel = "head"      // Head, SolidHead, RefBlock
 )
 
@@ -55,7 +55,8 @@ const (
 	// FaultOutOfEnergy: accepted and included, with receipt OUT_OF_ENERGY.
 	FaultOutOfEnergy Fault = "out_of_energy"
 
-	// FaultLookupTimeout: Lookup or SolidLookup times out.
+	// FaultLookupTimeout: Lookup, SolidLookup, SolidBlockByNum or
+	// SolidTxInfosByBlockNum times out.
 	FaultLookupTimeout Fault = "lookup_timeout"
 
 	// FaultHeadTimeout: Head, SolidHead or RefBlock times out.

@@ -3,6 +3,11 @@
 // client talking to a tronhttp-served SimNode run the very same tests, so
 // what the saga is tested against in process is what it gets over HTTP.
 //
+// It also holds the node wrappers tests put in front of a SimNode: Lagging
+// (a backend that has seen the chain only up to some blocks ago) and
+// Balanced (a load balancer routing each call, deterministically, to one of
+// several backends), for the proofs that must hold behind hosted endpoints.
+//
 // It is test support only: import it from _test.go files. It must not grow
 // helpers the production code depends on.
 package nodetest

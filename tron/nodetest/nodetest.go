@@ -41,6 +41,8 @@ func Run(t *testing.T, newHarness Factory) {
 		{"TestSignerIsAcceptedOnlyWhenRegistered", testHMACSigner},
 		{"ModelledBalanceRevertsAnOverdraft", testBalances},
 		{"BroadcastLogNamesTheWorker", testWorkerLog},
+		{"SolidBlockListsItsTransactionsAndReceipts", testSolidBlock},
+		{"BlockNotYetSolidIsErrBlockNotSolidNeverAnEmptyBlock", testBlockNotSolid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,7 +404,15 @@ func testQueryTimeouts(t *testing.T, newHarness Factory) {
 	if _, err := f.h.Node.Head(f.ctx); err != nil {
 		t.Fatalf("after the script: %v", err)
 	}
-	if got := f.h.Sim.FaultCounts(); got[tron.FaultHeadTimeout] != 3 || got[tron.FaultLookupTimeout] != 2 {
+	solid := f.h.Sim.CurrentSolidHead().Number
+	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupTimeout, tron.FaultLookupTimeout)
+	if _, err := f.h.Node.SolidBlockByNum(f.ctx, solid); !errors.Is(err, tron.ErrTimeout) {
+		t.Fatalf("solid block: %v", err)
+	}
+	if _, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, solid); !errors.Is(err, tron.ErrTimeout) {
+		t.Fatalf("solid tx infos: %v", err)
+	}
+	if got := f.h.Sim.FaultCounts(); got[tron.FaultHeadTimeout] != 3 || got[tron.FaultLookupTimeout] != 4 {
 		t.Fatalf("fault counts %v", got)
 	}
 }
@@ -535,5 +545,74 @@ func testWorkerLog(t *testing.T, newHarness Factory) {
 	f.h.Sim.Advance(1)
 	if tr, _ := f.h.Sim.TransferByTxID(tx1.TxID()); tr.Worker != "w1" {
 		t.Fatalf("transfer credited to worker %q, want w1", tr.Worker)
+	}
+}
+
+func testSolidBlock(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{})
+	ok, reverted := f.signed(), f.signed()
+	f.broadcast(ok)
+	f.h.Sim.Script(tron.ChannelBroadcast, tron.FaultRevert)
+	f.broadcast(reverted)
+	block := f.h.Sim.Advance(1)
+	f.h.Sim.Advance(tron.DefaultSolidityLag + 1) // block and the empty one after it are solid
+
+	b, err := f.h.Node.SolidBlockByNum(f.ctx, block.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, _ := f.h.Sim.Block(block.Number - 1)
+	if b.Header != block || b.ParentID != parent.ID {
+		t.Fatalf("block %+v parent %x, want %+v parent %x", b.Header, b.ParentID, block, parent.ID)
+	}
+	want := [][32]byte{ok.TxID(), reverted.TxID()}
+	if len(b.TxIDs) != 2 || b.TxIDs[0] != want[0] || b.TxIDs[1] != want[1] {
+		t.Fatalf("block txids %x, want %x", b.TxIDs, want)
+	}
+	infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 {
+		t.Fatalf("%d infos, want 2: %+v", len(infos), infos)
+	}
+	for i, in := range infos {
+		if in.TxID != want[i] || in.BlockNumber != block.Number || in.BlockTime != block.Timestamp || in.FeeSun <= 0 {
+			t.Fatalf("info %d: %+v, want %x in block %d at %d with a fee", i, in, want[i], block.Number, block.Timestamp)
+		}
+	}
+	if infos[0].Receipt != tron.ReceiptSuccess || infos[1].Receipt != tron.ReceiptRevert || infos[1].Message == "" {
+		t.Fatalf("receipts %q, %q (%q), want SUCCESS then REVERT with a message", infos[0].Receipt, infos[1].Receipt, infos[1].Message)
+	}
+
+	empty, err := f.h.Node.SolidBlockByNum(f.ctx, block.Number+1)
+	if err != nil || empty.Header.Number != block.Number+1 || empty.ParentID != block.ID || len(empty.TxIDs) != 0 {
+		t.Fatalf("empty block: %+v, %v", empty, err)
+	}
+	if infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number+1); err != nil || len(infos) != 0 {
+		t.Fatalf("infos of an empty block: %+v, %v", infos, err)
+	}
+}
+
+func testBlockNotSolid(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{StartNumber: 100})
+	tx := f.signed()
+	f.broadcast(tx)
+	head := f.h.Sim.Advance(1) // holds tx, not solid yet
+	for _, num := range []int64{head.Number, head.Number + 50, 99} {
+		b, err := f.h.Node.SolidBlockByNum(f.ctx, num)
+		if !errors.Is(err, tron.ErrBlockNotSolid) {
+			t.Fatalf("block %d (solid head %d): %+v, %v; want ErrBlockNotSolid", num, f.h.Sim.CurrentSolidHead().Number, b, err)
+		}
+		// java-tron answers [] for a block it lacks: an implementation may
+		// say so or refuse, never list a receipt.
+		infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, num)
+		if len(infos) != 0 || (err != nil && !errors.Is(err, tron.ErrBlockNotSolid)) {
+			t.Fatalf("infos of block %d: %+v, %v", num, infos, err)
+		}
+	}
+	f.h.Sim.Advance(tron.DefaultSolidityLag)
+	if b, err := f.h.Node.SolidBlockByNum(f.ctx, head.Number); err != nil || len(b.TxIDs) != 1 || b.TxIDs[0] != tx.TxID() {
+		t.Fatalf("once solid: %+v, %v", b, err)
 	}
 }

@@ -50,13 +50,26 @@ func NewHTTPNode(baseURL string, hc *http.Client) *Client {
 // failures and server errors wrap tron.ErrUnavailable; an answer that cannot
 // be read wraps tron.ErrBadResponse.
 func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	data, err := c.call(ctx, path, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+	}
+	return nil
+}
+
+// call sends body as JSON to path and returns the answer's bytes, mapping
+// failures as post does (a java-tron {"Error": "..."} is ErrBadResponse).
+func (c *Client) call(ctx context.Context, path string, body any) ([]byte, error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("tronhttp: %s: %w", path, err)
+		return nil, fmt.Errorf("tronhttp: %s: %w", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -66,34 +79,31 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if isTimeout(ctx, err) {
-			return fmt.Errorf("%w: %s: %w", tron.ErrTimeout, path, err)
+			return nil, fmt.Errorf("%w: %s: %w", tron.ErrTimeout, path, err)
 		}
-		return fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
 		if isTimeout(ctx, err) {
-			return fmt.Errorf("%w: %s: reading answer: %w", tron.ErrTimeout, path, err)
+			return nil, fmt.Errorf("%w: %s: reading answer: %w", tron.ErrTimeout, path, err)
 		}
-		return fmt.Errorf("%w: %s: reading answer: %w", tron.ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: %s: reading answer: %w", tron.ErrUnavailable, path, err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout:
-		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrTimeout, path, resp.StatusCode, snippet(data))
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrTimeout, path, resp.StatusCode, snippet(data))
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrUnavailable, path, resp.StatusCode, snippet(data))
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrUnavailable, path, resp.StatusCode, snippet(data))
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrBadResponse, path, resp.StatusCode, snippet(data))
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrBadResponse, path, resp.StatusCode, snippet(data))
 	}
 	var e errorResponse
 	if json.Unmarshal(data, &e) == nil && e.Error != "" {
-		return fmt.Errorf("%w: %s: node error: %s", tron.ErrBadResponse, path, e.Error)
+		return nil, fmt.Errorf("%w: %s: node error: %s", tron.ErrBadResponse, path, e.Error)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
-	}
-	return nil
+	return data, nil
 }
 
 func isTimeout(ctx context.Context, err error) bool {
@@ -222,6 +232,11 @@ func (c *Client) block(ctx context.Context, path string) (tron.BlockHeader, erro
 	if err := c.post(ctx, path, struct{}{}, &br); err != nil {
 		return tron.BlockHeader{}, err
 	}
+	return parseHeader(path, br)
+}
+
+// parseHeader reads and checks a block's header fields.
+func parseHeader(path string, br blockResponse) (tron.BlockHeader, error) {
 	id, err := hex.DecodeString(br.BlockID)
 	if err != nil || len(id) != 32 {
 		return tron.BlockHeader{}, fmt.Errorf("%w: %s: blockID %q", tron.ErrBadResponse, path, br.BlockID)
@@ -235,4 +250,98 @@ func (c *Client) block(ctx context.Context, path string) (tron.BlockHeader, erro
 			tron.ErrBadResponse, path, b.Number, br.BlockID, b.Timestamp)
 	}
 	return b, nil
+}
+
+// SolidBlockByNum asks /walletsolidity/getblockbynum. java-tron answers {}
+// for a block its solidity view does not have: that (and only that) is
+// tron.ErrBlockNotSolid. A block whose number, id, parent or transaction
+// ids do not hold together is tron.ErrBadResponse.
+func (c *Client) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, error) {
+	const path = "/walletsolidity/getblockbynum"
+	data, err := c.call(ctx, path, numRequest{Num: num})
+	if err != nil {
+		return tron.Block{}, err
+	}
+	if isEmptyObject(data) {
+		return tron.Block{}, fmt.Errorf("tronhttp: %s: block %d: %w", path, num, tron.ErrBlockNotSolid)
+	}
+	var br blockResponse
+	if err := json.Unmarshal(data, &br); err != nil {
+		return tron.Block{}, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+	}
+	h, err := parseHeader(path, br)
+	if err != nil {
+		return tron.Block{}, err
+	}
+	if h.Number != num {
+		return tron.Block{}, fmt.Errorf("%w: %s: asked block %d, got %d", tron.ErrBadResponse, path, num, h.Number)
+	}
+	b := tron.Block{Header: h}
+	if p := br.BlockHeader.RawData.ParentHash; p != "" {
+		if err := decodeID(p, &b.ParentID); err != nil {
+			return tron.Block{}, fmt.Errorf("%w: %s: block %d parentHash %q", tron.ErrBadResponse, path, num, p)
+		}
+	}
+	for _, tj := range br.Transactions {
+		var id [32]byte
+		if err := decodeID(tj.TxID, &id); err != nil {
+			return tron.Block{}, fmt.Errorf("%w: %s: block %d txID %q", tron.ErrBadResponse, path, num, tj.TxID)
+		}
+		// The txid is the hash of the raw bytes: when the node sends them,
+		// hold it to that.
+		if tj.RawDataHex != "" {
+			raw, err := hex.DecodeString(tj.RawDataHex)
+			if err != nil || tron.TxID(raw) != id {
+				return tron.Block{}, fmt.Errorf("%w: %s: block %d: txID %s is not the hash of its raw_data_hex",
+					tron.ErrBadResponse, path, num, tj.TxID)
+			}
+		}
+		b.TxIDs = append(b.TxIDs, id)
+	}
+	return b, nil
+}
+
+// SolidTxInfosByBlockNum asks /walletsolidity/gettransactioninfobyblocknum.
+// java-tron answers [] for a block it does not have as for an empty one, so
+// the list proves nothing about absence (see tron.Node).
+func (c *Client) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	const path = "/walletsolidity/gettransactioninfobyblocknum"
+	var infos []transactionInfo
+	if err := c.post(ctx, path, numRequest{Num: num}, &infos); err != nil {
+		return nil, err
+	}
+	out := make([]tron.TxInfo, 0, len(infos))
+	for _, in := range infos {
+		ti := tron.TxInfo{
+			BlockNumber: in.BlockNumber,
+			BlockTime:   in.BlockTimeStamp,
+			Receipt:     tron.ReceiptResult(in.Receipt.Result),
+			Message:     decodeMessage(in.ResMessage),
+			FeeSun:      in.Fee,
+		}
+		if err := decodeID(in.ID, &ti.TxID); err != nil || in.BlockNumber != num {
+			return nil, fmt.Errorf("%w: %s: info for %q in block %d, asked block %d",
+				tron.ErrBadResponse, path, in.ID, in.BlockNumber, num)
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
+// isEmptyObject reports whether a body is exactly the JSON object {}
+// (whitespace around it allowed): java-tron's "nothing here".
+func isEmptyObject(data []byte) bool {
+	return string(bytes.TrimSpace(data)) == "{}"
+}
+
+func decodeID(s string, into *[32]byte) error {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return err
+	}
+	if len(b) != 32 {
+		return fmt.Errorf("%d bytes, want 32", len(b))
+	}
+	copy(into[:], b)
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/weir-payouts/weir/tron"
@@ -30,10 +31,13 @@ var simWitness = tron.MustParseAddress("TLyqzVGLV1srkB7dToTAEqgDSfPtXRJZYH")
 //	POST /walletsolidity/gettransactionbyid                      (same, solid blocks only)
 //	POST /wallet/gettransactionfrompending    {"value": txid}     → {} or the transaction (in the pool)
 //	POST /wallet/getnowblock, /walletsolidity/getnowblock         → {"blockID","block_header":{"raw_data":{...}}}
+//	POST /walletsolidity/getblockbynum        {"num": n}          → {} or the block with "transactions":[{"txID",...}]
+//	POST /walletsolidity/gettransactioninfobyblocknum {"num": n}  → [] or [{"id","blockNumber","fee","receipt",...}]
 //
-// GET with ?value= works too. The fault-injected calls are exactly the ones a
-// tron.Node makes once per method (broadcasthex, gettransactioninfobyid,
-// getnowblock); the secondary lookups the client uses to tell pending from
+// GET with ?value= (or ?num=) works too. The fault-injected calls are exactly
+// the ones a tron.Node makes once per method (broadcasthex,
+// gettransactioninfobyid, getnowblock, getblockbynum,
+// gettransactioninfobyblocknum); the secondary lookups the client uses to tell pending from
 // unknown are served without consuming faults, so a script means the same
 // thing in process and over HTTP. A simulated timeout is answered with 504
 // Gateway Timeout, as a proxy in front of a stuck node would.
@@ -48,6 +52,8 @@ func NewHandler(sim *tron.SimNode) http.Handler {
 	mux.HandleFunc("/wallet/gettransactionfrompending", h.txFromPending)
 	mux.HandleFunc("/wallet/getnowblock", h.nowBlock(false))
 	mux.HandleFunc("/walletsolidity/getnowblock", h.nowBlock(true))
+	mux.HandleFunc("/walletsolidity/getblockbynum", h.solidBlockByNum)
+	mux.HandleFunc("/walletsolidity/gettransactioninfobyblocknum", h.solidTxInfosByBlockNum)
 	return mux
 }
 
@@ -87,9 +93,17 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 // readParams decodes a JSON body (POST) or the query string (GET).
 func readParams(w http.ResponseWriter, r *http.Request, into any) error {
 	if r.Method == http.MethodGet {
-		if v := r.URL.Query().Get("value"); v != "" {
-			if vr, ok := into.(*valueRequest); ok {
-				vr.Value = v
+		v := r.URL.Query()
+		switch req := into.(type) {
+		case *valueRequest:
+			req.Value = v.Get("value")
+		case *numRequest:
+			if s := v.Get("num"); s != "" {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil {
+					return err
+				}
+				req.Num = n
 			}
 		}
 		return nil
@@ -185,6 +199,7 @@ func (h *handler) info(id [32]byte, st tron.TxStatus) transactionInfo {
 		BlockNumber:    st.BlockNumber,
 		BlockTimeStamp: st.BlockTime,
 		Receipt:        receiptJSON{Result: string(st.Receipt), NetUsage: 345, EnergyUsageTotal: 14650},
+		Fee:            tron.SimFeeSun,
 	}
 	if tr, ok := h.sim.TransferByTxID(id); ok {
 		info.ContractAddress = tr.Contract.Hex()
@@ -303,17 +318,87 @@ func (h *handler) nowBlock(solid bool) http.HandlerFunc {
 			writeNodeError(w, err)
 			return
 		}
-		var out blockResponse
-		out.BlockID = b.IDHex()
-		raw := &out.BlockHeader.RawData
-		raw.Number = b.Number
-		raw.Timestamp = b.Timestamp
-		raw.Version = 31
-		raw.WitnessAddress = simWitness.Hex()
-		raw.TxTrieRoot = strings.Repeat("0", 64)
+		out := renderBlockHeader(b)
 		if parent, ok := h.sim.Block(b.Number - 1); ok {
-			raw.ParentHash = parent.IDHex()
+			out.BlockHeader.RawData.ParentHash = parent.IDHex()
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+func (h *handler) num(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	var req numRequest
+	if err := readParams(w, r, &req); err != nil {
+		badRequest(w, "class org.tron.json.JSONException : %v", err)
+		return 0, false
+	}
+	return req.Num, true
+}
+
+// solidBlockByNum answers {} for a block the solidity view does not have,
+// as java-tron does.
+func (h *handler) solidBlockByNum(w http.ResponseWriter, r *http.Request) {
+	num, ok := h.num(w, r)
+	if !ok {
+		return
+	}
+	b, err := h.sim.SolidBlockByNum(workerContext(r), num)
+	if errors.Is(err, tron.ErrBlockNotSolid) {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	if err != nil {
+		writeNodeError(w, err)
+		return
+	}
+	out := renderBlockHeader(b.Header)
+	if b.ParentID != ([32]byte{}) {
+		out.BlockHeader.RawData.ParentHash = hex.EncodeToString(b.ParentID[:])
+	}
+	for _, id := range b.TxIDs {
+		signed, st, known := h.sim.Transaction(id)
+		if !known {
+			continue
+		}
+		tj := renderTransaction(signed)
+		tj.Ret = []contractRet{{ContractRet: string(st.Receipt)}}
+		out.Transactions = append(out.Transactions, tj)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// solidTxInfosByBlockNum answers [] for an empty block and for one the
+// solidity view does not have, as java-tron does.
+func (h *handler) solidTxInfosByBlockNum(w http.ResponseWriter, r *http.Request) {
+	num, ok := h.num(w, r)
+	if !ok {
+		return
+	}
+	infos, err := h.sim.SolidTxInfosByBlockNum(workerContext(r), num)
+	if err != nil && !errors.Is(err, tron.ErrBlockNotSolid) {
+		writeNodeError(w, err)
+		return
+	}
+	out := make([]transactionInfo, 0, len(infos))
+	for _, in := range infos {
+		st := tron.TxStatus{State: tron.TxIncluded, BlockNumber: in.BlockNumber, BlockTime: in.BlockTime, Receipt: in.Receipt, Message: in.Message}
+		ti := h.info(in.TxID, st)
+		ti.Fee = in.FeeSun
+		out = append(out, ti)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// renderBlockHeader prints a block header as java-tron does (no parent hash:
+// callers add it).
+func renderBlockHeader(b tron.BlockHeader) blockResponse {
+	var out blockResponse
+	out.BlockID = b.IDHex()
+	raw := &out.BlockHeader.RawData
+	raw.Number = b.Number
+	raw.Timestamp = b.Timestamp
+	raw.Version = 31
+	raw.WitnessAddress = simWitness.Hex()
+	raw.TxTrieRoot = strings.Repeat("0", 64)
+	return out
 }

@@ -14,6 +14,11 @@ type valueRequest struct {
 	Visible bool   `json:"visible,omitempty"`
 }
 
+// numRequest is the body of the *byblocknum endpoints: {"num": 123}.
+type numRequest struct {
+	Num int64 `json:"num"`
+}
+
 // broadcastHexRequest is /wallet/broadcasthex's body: the serialised
 // protocol.Transaction (raw_data + signatures) as hex.
 type broadcastHexRequest struct {
@@ -49,6 +54,9 @@ type blockResponse struct {
 		} `json:"raw_data"`
 		WitnessSignature string `json:"witness_signature,omitempty"`
 	} `json:"block_header"`
+	// Transactions: getblockbynum lists the block's transactions; java-tron
+	// omits the field for an empty block.
+	Transactions []transactionJSON `json:"transactions,omitempty"`
 }
 
 type receiptJSON struct {
@@ -65,6 +73,8 @@ type logJSON struct {
 
 // transactionInfo is /wallet(solidity)/gettransactioninfobyid's answer; {}
 // when the node has no info (not in a block, or not yet solid).
+// /walletsolidity/gettransactioninfobyblocknum answers a JSON array of
+// them, [] for an empty block and for a block the node does not have.
 type transactionInfo struct {
 	ID              string      `json:"id,omitempty"`
 	Fee             int64       `json:"fee,omitempty"`
