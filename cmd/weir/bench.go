@@ -21,7 +21,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
@@ -534,28 +533,10 @@ func (b *benchRig) driveChain(ctx context.Context) {
 
 // ---- NATS clients ----------------------------------------------------------
 
-// benchServiceCall sends one command to the weir service and returns the reply;
-// a refusal is an error carrying its status and code.
-func benchServiceCall(ctx context.Context, nc *nats.Conn, subject, token string, body []byte) (*nats.Msg, error) {
-	msg := nats.NewMsg(subject)
-	msg.Data = body
-	msg.Header.Set(api.HeaderAuthorization, "Bearer "+token)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	m, err := nc.RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", subject, err)
-	}
-	if status := m.Header.Get(micro.ErrorCodeHeader); status != "" {
-		return m, fmt.Errorf("%s: refused: %s %s: %s", subject, status, m.Header.Get(micro.ErrorHeader), m.Data)
-	}
-	return m, nil
-}
-
 // clients runs jobs 0..n-1 on `clients` concurrent clients, each on a NATS
 // connection of its own (as separate producers would be), and returns the
 // first error.
-func (b *benchRig) clients(clients, n int, job func(nc *nats.Conn, i int) error) error {
+func (b *benchRig) clients(clients, n int, job func(c *api.Client, i int) error) error {
 	ncs := make([]*nats.Conn, clients)
 	for i := range ncs {
 		nc, err := b.connect(fmt.Sprintf("weir-bench-client-%d", i))
@@ -577,7 +558,7 @@ func (b *benchRig) clients(clients, n int, job func(nc *nats.Conn, i int) error)
 				if i >= n {
 					return
 				}
-				if err := job(nc, i); err != nil {
+				if err := job(api.NewClient(nc, ""), i); err != nil {
 					once.Do(func() { first = err })
 					next.Store(int64(n)) // stop the others
 					return
@@ -599,30 +580,21 @@ func benchAccount(i int) string { return fmt.Sprintf("bench-%06d", i) }
 // benchAddress is a fixed external destination (not custodied).
 var benchAddress = demoAddress("bench")
 
-func (b *benchRig) requestBody(i int) []byte {
-	body, _ := json.Marshal(map[string]string{
-		"operation_id": benchOpID(i), "account": benchAccount(i), "to_address": benchAddress,
-		"amount": "1.25", "asset": aggregate.USDT.Code,
+func (b *benchRig) request(c *api.Client, i int) error {
+	_, err := c.As(b.tokens["alice"]).Request(b.ctx, api.WithdrawalRequest{
+		OperationID: benchOpID(i), Account: benchAccount(i), ToAddress: benchAddress,
+		Amount: "1.25", Asset: aggregate.USDT.Code,
 	})
-	return body
-}
-
-func (b *benchRig) request(nc *nats.Conn, i int) error {
-	_, err := benchServiceCall(b.ctx, nc, api.SubjectWithdrawalRequest, b.tokens["alice"], b.requestBody(i))
 	return err
 }
 
-func (b *benchRig) approve(nc *nats.Conn, i int) error {
-	body, _ := json.Marshal(map[string]string{"id": benchOpID(i)})
-	m, err := benchServiceCall(b.ctx, nc, api.SubjectWithdrawalApprove, b.tokens["bob"], body)
+func (b *benchRig) approve(c *api.Client, i int) error {
+	r, err := c.As(b.tokens["bob"]).Approve(b.ctx, benchOpID(i))
 	if err != nil {
-		return err
+		return fmt.Errorf("approve %s: %w", benchOpID(i), err)
 	}
-	var w struct {
-		State string `json:"state"`
-	}
-	if err := json.Unmarshal(m.Data, &w); err != nil || w.State != string(aggregate.StateApproved) {
-		return fmt.Errorf("approve %s: state %q (%v)", benchOpID(i), w.State, err)
+	if r.Value.State != aggregate.StateApproved {
+		return fmt.Errorf("approve %s: state %q", benchOpID(i), r.Value.State)
 	}
 	return nil
 }
@@ -1049,11 +1021,11 @@ func (b *benchRig) creditAccounts(n int) error {
 // until the ready queue shows them, then starts `workers` workers and times
 // until every one of them is confirmed.
 func (b *benchRig) endToEnd(lo, hi, workers int) (float64, *float64, error) {
-	if err := b.clients(b.cfg.Clients, hi-lo, func(nc *nats.Conn, i int) error {
-		if err := b.request(nc, lo+i); err != nil {
+	if err := b.clients(b.cfg.Clients, hi-lo, func(c *api.Client, i int) error {
+		if err := b.request(c, lo+i); err != nil {
 			return err
 		}
-		return b.approve(nc, lo+i)
+		return b.approve(c, lo+i)
 	}); err != nil {
 		return 0, nil, err
 	}
@@ -1122,11 +1094,11 @@ func (b *benchRig) latency(first, n int) (p50, p99 float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	err = b.clients(4, n, func(nc *nats.Conn, i int) error {
-		if err := b.request(nc, first+i); err != nil {
+	err = b.clients(4, n, func(c *api.Client, i int) error {
+		if err := b.request(c, first+i); err != nil {
 			return err
 		}
-		return b.approve(nc, first+i)
+		return b.approve(c, first+i)
 	})
 	if err != nil {
 		cancel()

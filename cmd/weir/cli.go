@@ -13,9 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
-
+	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 )
 
@@ -124,91 +122,39 @@ func wantArgs(fs *flag.FlagSet, got []string, n int) error {
 	return nil
 }
 
-// serviceReply is one reply of the weir service.
-type serviceReply struct {
-	data     []byte
-	replayed bool
-	status   string           // micro error code (the HTTP status), "" on success
-	errBody  *api.ErrorDetail // decoded error document on a refusal
-}
-
-// call sends one command and waits for its reply. Transport failures are
-// returned as errors worded for a person at a terminal.
-func (o *clientOpts) call(ctx context.Context, subject string, body []byte) (serviceReply, error) {
+// dial connects to the running weir as the flags say. It is the one place
+// a client command connects: credentials and TLS options go here.
+func (o *clientOpts) dial() (*api.Client, error) {
 	if o.timeout <= 0 {
-		return serviceReply{}, errors.New("--timeout must be positive")
+		return nil, errors.New("--timeout must be positive")
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	nc, err := nats.Connect(o.natsURL,
-		nats.Name("weir-cli"),
-		nats.Timeout(o.timeout),
-		nats.MaxReconnects(0),
-	)
-	if err != nil {
-		return serviceReply{}, fmt.Errorf("cannot connect to NATS at %s: %w", o.natsURL, err)
-	}
-	defer nc.Close()
-
-	msg := nats.NewMsg(subject)
-	msg.Data = body
-	msg.Header.Set("Content-Type", "application/json")
-	if o.token != "" {
-		msg.Header.Set(api.HeaderAuthorization, "Bearer "+o.token)
-	}
-	m, err := nc.RequestMsgWithContext(ctx, msg)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return serviceReply{}, fmt.Errorf("no weir service at %s (is `weir serve` running and connected to this NATS?)", o.natsURL)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return serviceReply{}, fmt.Errorf("no reply from the weir service at %s within %s", o.natsURL, o.timeout)
-	case err != nil:
-		return serviceReply{}, fmt.Errorf("%s: %w", subject, err)
-	}
-	r := serviceReply{data: m.Data}
-	if m.Header != nil {
-		r.replayed = m.Header.Get(api.HeaderReplayed) == "true"
-		r.status = m.Header.Get(micro.ErrorCodeHeader)
-	}
-	if r.status != "" {
-		var eb api.ErrorBody
-		if json.Unmarshal(m.Data, &eb) != nil || eb.Error.Code == "" {
-			// Not our error document (e.g. micro's own error): use the headers.
-			eb.Error = api.ErrorDetail{Code: m.Header.Get(micro.ErrorHeader), Message: strings.TrimSpace(string(m.Data))}
-			if eb.Error.Code == "" {
-				eb.Error.Code = "error"
-			}
-			if eb.Error.Message == "" {
-				eb.Error.Message = "status " + r.status
-			}
-		}
-		r.errBody = &eb.Error
-	}
-	return r, nil
+	return api.Dial(api.ClientConfig{URL: o.natsURL, Token: o.token, Timeout: o.timeout, Name: "weir-cli"})
 }
 
-// exec sends the command and prints its outcome: --json prints the reply
+// clientExec makes one call and prints its outcome: --json prints the reply
 // body as is (a refusal's error document included); otherwise a refusal is
 // one line on stderr, "weir <cmd>: <code>: <message>", and success is
 // rendered by human. A refusal exits 1.
-func (o *clientOpts) exec(ctx context.Context, cmd, subject string, body []byte, stdout, stderr io.Writer, human func(serviceReply) error) error {
-	r, err := o.call(ctx, subject, body)
+func clientExec[T any](ctx context.Context, o *clientOpts, cmd string, stdout, stderr io.Writer,
+	call func(context.Context, *api.Client) (api.Reply[T], error), human func(api.Reply[T]) error) error {
+	c, err := o.dial()
 	if err != nil {
 		return err
 	}
-	if o.json {
-		writeRaw(stdout, r.data)
-	}
-	if r.errBody != nil {
-		e := r.errBody
-		line := fmt.Sprintf("weir %s: %s: %s", cmd, e.Code, e.Message)
-		if e.Field != "" && !strings.Contains(e.Message, e.Field) {
-			line += " (field " + e.Field + ")"
+	defer c.Close()
+	r, err := call(ctx, c)
+	var refused *api.Refusal
+	switch {
+	case errors.As(err, &refused):
+		if o.json {
+			writeRaw(stdout, refused.Data)
 		}
-		fmt.Fprintln(stderr, line)
+		fmt.Fprintf(stderr, "weir %s: %s\n", cmd, refused)
 		return exitError{1}
-	}
-	if o.json {
+	case err != nil:
+		return err
+	case o.json:
+		writeRaw(stdout, r.Data)
 		return nil
 	}
 	return human(r)
@@ -221,14 +167,6 @@ func writeRaw(w io.Writer, data []byte) {
 	if len(data) == 0 || data[len(data)-1] != '\n' {
 		_, _ = io.WriteString(w, "\n")
 	}
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only maps and strings are marshalled here
-	}
-	return b
 }
 
 // ---- request, approve, cancel, show ----
@@ -262,31 +200,32 @@ func runRequest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.Usage()
 		return errUsage
 	}
-	body := mustJSON(map[string]string{
-		"operation_id": *id, "account": *account, "to_address": *to, "amount": *amount, "asset": *asset,
-	})
-	return o.exec(ctx, "request", api.SubjectWithdrawalRequest, body, stdout, stderr, printWithdrawalReply(stdout))
+	req := api.WithdrawalRequest{OperationID: *id, Account: *account, ToAddress: *to, Amount: *amount, Asset: *asset}
+	return clientExec(ctx, o, "request", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+		return c.Request(ctx, req)
+	}, printWithdrawalReply(stdout))
 }
 
 func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return withdrawalCommand(ctx, "approve", api.SubjectWithdrawalApprove,
+	return withdrawalCommand(ctx, "approve", (*api.Client).Approve,
 		"Approves the withdrawal as the token's principal (role approver). The requester cannot\n"+
 			"approve; approving twice counts once.", args, stdout, stderr)
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return withdrawalCommand(ctx, "cancel", api.SubjectWithdrawalCancel,
+	return withdrawalCommand(ctx, "cancel", (*api.Client).Cancel,
 		"Cancels the withdrawal (its requester or an operator) while nothing can have been sent:\n"+
 			"state requested or approved. It ends rejected, reason cancelled, its reservation released.", args, stdout, stderr)
 }
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return withdrawalCommand(ctx, "show", api.SubjectWithdrawalGet,
+	return withdrawalCommand(ctx, "show", (*api.Client).Withdrawal,
 		"Shows the withdrawal's current state: amount, approvals, route, txid, attempt, reason.", args, stdout, stderr)
 }
 
 // withdrawalCommand is a command taking one withdrawal id, {"id"} on the wire.
-func withdrawalCommand(ctx context.Context, name, subject, about string, args []string, stdout, stderr io.Writer) error {
+func withdrawalCommand(ctx context.Context, name string, call func(*api.Client, context.Context, string) (api.Reply[aggregate.WithdrawalView], error),
+	about string, args []string, stdout, stderr io.Writer) error {
 	fs := clientFlagSet(name, name+" ID [flags]", about, stderr)
 	o := addClientFlags(fs)
 	pos, err := parseInterspersed(fs, args)
@@ -296,53 +235,17 @@ func withdrawalCommand(ctx context.Context, name, subject, about string, args []
 	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
-	return o.exec(ctx, name, subject, mustJSON(map[string]string{"id": pos[0]}), stdout, stderr, printWithdrawalReply(stdout))
+	return clientExec(ctx, o, name, stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+		return call(c, ctx, pos[0])
+	}, printWithdrawalReply(stdout))
 }
 
-// withdrawalJSON is the API's withdrawal document as the CLI reads it.
-type withdrawalJSON struct {
-	ID                string `json:"id"`
-	State             string `json:"state"`
-	Version           uint64 `json:"version"`
-	Account           string `json:"account"`
-	ToAddress         string `json:"to_address"`
-	Amount            string `json:"amount"`
-	AmountUnits       string `json:"amount_units"`
-	Asset             string `json:"asset"`
-	RequestedBy       string `json:"requested_by"`
-	RequiredApprovals int    `json:"required_approvals"`
-	Approvals         []struct {
-		By            string    `json:"by"`
-		At            time.Time `json:"at"`
-		Rule          string    `json:"rule"`
-		PolicyVersion int       `json:"policy_version"`
-	} `json:"approvals"`
-	Route *struct {
-		Rail    *string `json:"rail"`
-		Account *string `json:"account"`
-		Reason  *string `json:"reason"`
-	} `json:"route"`
-	TxID         *string    `json:"txid"`
-	Attempt      int        `json:"attempt"`
-	Reason       *string    `json:"reason"`
-	Terminal     bool       `json:"terminal"`
-	Reserved     *bool      `json:"reserved"`
-	RequestedAt  *time.Time `json:"requested_at"`
-	ApprovedAt   *time.Time `json:"approved_at"`
-	UpdatedAt    *time.Time `json:"updated_at"`
-	RetiredTxIDs []string   `json:"retired_txids"`
-}
-
-func printWithdrawalReply(stdout io.Writer) func(serviceReply) error {
-	return func(r serviceReply) error {
-		var w withdrawalJSON
-		if err := json.Unmarshal(r.data, &w); err != nil {
-			return fmt.Errorf("the service's reply is not a withdrawal: %w", err)
-		}
-		if r.replayed {
+func printWithdrawalReply(stdout io.Writer) func(api.Reply[aggregate.WithdrawalView]) error {
+	return func(r api.Reply[aggregate.WithdrawalView]) error {
+		if r.Replayed {
 			fmt.Fprintln(stdout, "(idempotent replay) this operation id was already requested with the same data; its current state:")
 		}
-		printWithdrawal(stdout, w)
+		printWithdrawal(stdout, r.Value)
 		return nil
 	}
 }
@@ -361,10 +264,10 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func printWithdrawal(out io.Writer, w withdrawalJSON) {
+func printWithdrawal(out io.Writer, w aggregate.WithdrawalView) {
 	row := func(k, v string) { fmt.Fprintf(out, "%-13s %s\n", k, v) }
 	row("withdrawal", w.ID)
-	state := w.State
+	state := string(w.State)
 	if w.Terminal {
 		state += " (terminal)"
 	}
@@ -372,14 +275,8 @@ func printWithdrawal(out io.Writer, w withdrawalJSON) {
 	row("amount", fmt.Sprintf("%s %s (%s units)", w.Amount, w.Asset, w.AmountUnits))
 	row("account", w.Account)
 	row("to", w.ToAddress)
-	requested := "by " + w.RequestedBy
-	if w.RequestedAt != nil {
-		requested += " at " + fmtTime(*w.RequestedAt)
-	}
-	row("requested", requested)
-	if w.Reserved != nil {
-		row("reserved", yesNo(*w.Reserved))
-	}
+	row("requested", "by "+w.RequestedBy+" at "+fmtTime(w.RequestedAt))
+	row("reserved", yesNo(w.Reserved))
 	row("approvals", fmt.Sprintf("%d of %d required", len(w.Approvals), w.RequiredApprovals))
 	if len(w.Approvals) > 0 {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -390,13 +287,13 @@ func printWithdrawal(out io.Writer, w withdrawalJSON) {
 		tw.Flush()
 	}
 	route := "-"
-	if w.Route != nil && w.Route.Rail != nil && *w.Route.Rail != "" {
-		route = *w.Route.Rail
-		if w.Route.Account != nil && *w.Route.Account != "" {
-			route += " to account " + *w.Route.Account
+	if !w.Route.IsZero() {
+		route = string(w.Route.Rail())
+		if w.Route.Account() != "" {
+			route += " to account " + w.Route.Account()
 		}
-		if w.Route.Reason != nil && *w.Route.Reason != "" {
-			route += " (" + *w.Route.Reason + ")"
+		if w.Route.Reason() != "" {
+			route += " (" + w.Route.Reason() + ")"
 		}
 	}
 	row("route", route)
@@ -430,23 +327,14 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
-	return o.exec(ctx, "events", api.SubjectWithdrawalEvents, mustJSON(map[string]string{"id": pos[0]}), stdout, stderr,
-		func(r serviceReply) error {
-			var doc struct {
-				Events []struct {
-					Version uint64          `json:"version"`
-					Type    string          `json:"type"`
-					At      time.Time       `json:"at"`
-					State   string          `json:"state"`
-					Data    json.RawMessage `json:"data"`
-				} `json:"events"`
-			}
-			if err := json.Unmarshal(r.data, &doc); err != nil {
-				return fmt.Errorf("the service's reply is not an event list: %w", err)
-			}
+	return clientExec(ctx, o, "events", stdout, stderr,
+		func(ctx context.Context, c *api.Client) (api.Reply[api.EventsBody], error) {
+			return c.Events(ctx, pos[0])
+		},
+		func(r api.Reply[api.EventsBody]) error {
 			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "VERSION\tAT\tTYPE\tSTATE\tDETAILS")
-			for _, e := range doc.Events {
+			for _, e := range r.Value.Events {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Version, e.At.UTC().Format(time.RFC3339Nano), e.Type, e.State, eventSummary(e.Type, e.Data))
 			}
 			return tw.Flush()
@@ -561,8 +449,10 @@ func runCredit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return errUsage
 	}
-	body := mustJSON(map[string]string{"account": *account, "credit_id": *creditID, "amount": *amount})
-	return o.exec(ctx, "credit", api.SubjectAccountCredit, body, stdout, stderr, printAccountReply(stdout))
+	req := api.CreditRequest{Account: *account, CreditID: *creditID, Amount: *amount}
+	return clientExec(ctx, o, "credit", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.AccountView], error) {
+		return c.Credit(ctx, req)
+	}, printAccountReply(stdout))
 }
 
 func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -577,21 +467,15 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
-	return o.exec(ctx, "balance", api.SubjectAccountGet, mustJSON(map[string]string{"id": pos[0]}), stdout, stderr, printAccountReply(stdout))
+	return clientExec(ctx, o, "balance", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.AccountView], error) {
+		return c.Account(ctx, pos[0])
+	}, printAccountReply(stdout))
 }
 
-func printAccountReply(stdout io.Writer) func(serviceReply) error {
-	return func(r serviceReply) error {
-		var a struct {
-			ID        string `json:"id"`
-			Available string `json:"available"`
-			Reserved  string `json:"reserved"`
-			Settled   string `json:"settled"`
-		}
-		if err := json.Unmarshal(r.data, &a); err != nil {
-			return fmt.Errorf("the service's reply is not an account: %w", err)
-		}
-		if r.replayed {
+func printAccountReply(stdout io.Writer) func(api.Reply[aggregate.AccountView]) error {
+	return func(r api.Reply[aggregate.AccountView]) error {
+		a := r.Value
+		if r.Replayed {
 			fmt.Fprintln(stdout, "(idempotent replay) this credit id was already recorded with the same amount; current balances:")
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -635,7 +519,9 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := wantArgs(fs, pos, 0); err != nil {
 			return err
 		}
-		return o.exec(ctx, "policy show", api.SubjectPolicyGet, []byte("{}"), stdout, stderr, printPolicyReply(stdout, false))
+		return clientExec(ctx, o, "policy show", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyView], error) {
+			return c.Policy(ctx)
+		}, printPolicyReply(stdout, false))
 	case "set":
 		fs := clientFlagSet("policy set", "policy set --file FILE [flags]",
 			"Puts a new policy version in force (role operator). The change is an event on the policy\n"+
@@ -665,19 +551,18 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("--file: %w", err)
 		}
-		return o.exec(ctx, "policy set", api.SubjectPolicySet, body, stdout, stderr, printPolicyReply(stdout, true))
+		return clientExec(ctx, o, "policy set", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyView], error) {
+			return c.SetPolicy(ctx, body)
+		}, printPolicyReply(stdout, true))
 	}
 	fmt.Fprintf(stderr, "weir policy: unknown subcommand %q\n\n", args[0])
 	policyUsage(stderr)
 	return errUsage
 }
 
-func printPolicyReply(stdout io.Writer, set bool) func(serviceReply) error {
-	return func(r serviceReply) error {
-		var p api.PolicyView
-		if err := json.Unmarshal(r.data, &p); err != nil {
-			return fmt.Errorf("the service's reply is not a policy: %w", err)
-		}
+func printPolicyReply(stdout io.Writer, set bool) func(api.Reply[api.PolicyView]) error {
+	return func(r api.Reply[api.PolicyView]) error {
+		p := r.Value
 		if set {
 			fmt.Fprintf(stdout, "policy version %d in force\n", p.Version)
 		}
@@ -705,22 +590,15 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
-	subjects := map[string]string{
-		"approvals": api.SubjectQueueApprovals, "ready": api.SubjectQueueReady, "in-flight": api.SubjectQueueInFlight,
-	}
-	subject, ok := subjects[pos[0]]
-	if !ok {
+	if _, ok := api.QueueSubjects[pos[0]]; !ok {
 		fmt.Fprintf(stderr, "weir queue: unknown queue %q (approvals, ready, in-flight)\n\n", pos[0])
 		fs.Usage()
 		return errUsage
 	}
-	return o.exec(ctx, "queue", subject, []byte("{}"), stdout, stderr, func(r serviceReply) error {
-		var doc struct {
-			Items []withdrawalJSON `json:"items"`
-		}
-		if err := json.Unmarshal(r.data, &doc); err != nil {
-			return fmt.Errorf("the service's reply is not a queue: %w", err)
-		}
+	return clientExec(ctx, o, "queue", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.ItemsBody], error) {
+		return c.Queue(ctx, pos[0], api.Page{})
+	}, func(r api.Reply[api.ItemsBody]) error {
+		doc := r.Value
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATE\tAMOUNT\tACCOUNT\tAPPROVALS\tTXID")
 		for _, w := range doc.Items {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
@@ -178,7 +177,7 @@ type demoWorld struct {
 	signer      tron.Signer
 	clock       *demoClock
 	ledger      *sagas.Ledger
-	client      *nats.Conn
+	client      *api.Client
 	tokens      map[string]string
 	conns       []*nats.Conn
 	storageNote string
@@ -216,11 +215,13 @@ func startDemo(ctx context.Context, dir string, memory bool, out io.Writer, log 
 	for _, p := range api.DevPrincipals().All() {
 		d.tokens[p.Name] = p.Token
 	}
-	if d.client, err = eng.emb.Connect(nats.Name("weir-demo-client")); err != nil {
+	nc, err := eng.emb.Connect(nats.Name("weir-demo-client"))
+	if err != nil {
 		d.close()
 		return nil, err
 	}
-	d.conns = append(d.conns, d.client)
+	d.conns = append(d.conns, nc)
+	d.client = api.NewClient(nc, "")
 	if d.w1, err = d.worker("worker-1", nil); err != nil {
 		d.close()
 		return nil, err
@@ -265,36 +266,40 @@ func (d *demoWorld) fail(format string, args ...any) {
 
 // ---- the outside world: a producer over NATS ---------------------------
 
-// demoReply is the weir service's answer to one NATS command.
+// demoReply is the weir service's answer to one command: the withdrawal,
+// or the refusal the scene shows.
 type demoReply struct {
-	status   string // micro error code (the HTTP status); "" on success
-	code     string // error code on a refusal
-	replayed bool
-	w        demoWithdrawalJSON
+	api.Reply[aggregate.WithdrawalView]
+	refused *api.Refusal
+}
+
+// answer makes a call's outcome a demoReply: a refusal is a value, any
+// other failure an error.
+func answer(r api.Reply[aggregate.WithdrawalView], err error) (demoReply, error) {
+	var refused *api.Refusal
+	if errors.As(err, &refused) {
+		return demoReply{refused: refused}, nil
+	}
+	return demoReply{Reply: r}, err
+}
+
+func (r demoReply) code() string {
+	if r.refused == nil {
+		return ""
+	}
+	return r.refused.Code
 }
 
 func (r demoReply) String() string {
-	if r.status != "" {
-		return r.status + " " + r.code
+	if r.refused != nil {
+		return fmt.Sprintf("%d %s", r.refused.Status, r.refused.Code)
 	}
 	return "ok"
 }
 
-// demoWithdrawalJSON is the part of the API's withdrawal JSON the demo shows.
-type demoWithdrawalJSON struct {
-	ID                string `json:"id"`
-	State             string `json:"state"`
-	Version           uint64 `json:"version"`
-	Amount            string `json:"amount"`
-	RequiredApprovals int    `json:"required_approvals"`
-	Approvals         []struct {
-		By string `json:"by"`
-	} `json:"approvals"`
-}
-
-func (w demoWithdrawalJSON) approvers() string {
+func (r demoReply) approvers() string {
 	var by []string
-	for _, a := range w.Approvals {
+	for _, a := range r.Value.Approvals {
 		by = append(by, a.By)
 	}
 	if len(by) == 0 {
@@ -303,40 +308,8 @@ func (w demoWithdrawalJSON) approvers() string {
 	return strings.Join(by, ", ")
 }
 
-// call sends one command to the weir service as principal who.
-func (d *demoWorld) call(subject, who string, body any) (demoReply, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return demoReply{}, err
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = b
-	msg.Header.Set(api.HeaderAuthorization, "Bearer "+d.tokens[who])
-	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
-	defer cancel()
-	m, err := d.client.RequestMsgWithContext(ctx, msg)
-	if err != nil {
-		return demoReply{}, fmt.Errorf("%s: %w", subject, err)
-	}
-	r := demoReply{replayed: m.Header.Get(api.HeaderReplayed) == "true", status: m.Header.Get(micro.ErrorCodeHeader)}
-	if r.status != "" {
-		var eb api.ErrorBody
-		_ = json.Unmarshal(m.Data, &eb)
-		r.code = demoOr(eb.Error.Code, m.Header.Get(micro.ErrorHeader))
-		return r, nil
-	}
-	if err := json.Unmarshal(m.Data, &r.w); err != nil {
-		return r, fmt.Errorf("%s: reply: %w", subject, err)
-	}
-	return r, nil
-}
-
-func demoOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+// as is the client acting as principal who.
+func (d *demoWorld) as(who string) *api.Client { return d.client.As(d.tokens[who]) }
 
 // demoAddress is a valid TRON address derived from a label (nobody holds
 // its key; the simulated chain does not care).
@@ -348,37 +321,29 @@ func demoAddress(label string) string {
 	return a.String()
 }
 
-type demoRequest struct {
-	OperationID string `json:"operation_id"`
-	Account     string `json:"account"`
-	ToAddress   string `json:"to_address"`
-	Amount      string `json:"amount"`
-	Asset       string `json:"asset"`
-}
-
 // newRequest makes the next withdrawal request of the demo.
-func (d *demoWorld) newRequest(to, amount string) demoRequest {
+func (d *demoWorld) newRequest(to, amount string) api.WithdrawalRequest {
 	d.seq++
-	return demoRequest{
+	return api.WithdrawalRequest{
 		OperationID: fmt.Sprintf("de300000-0000-4000-8000-%012d", d.seq),
 		Account:     devFundingAccount, ToAddress: to, Amount: amount, Asset: aggregate.USDT.Code,
 	}
 }
 
 // request sends req as alice and insists on a fresh creation.
-func (d *demoWorld) request(req demoRequest) (demoReply, error) {
-	r, err := d.call(api.SubjectWithdrawalRequest, "alice", req)
+func (d *demoWorld) request(req api.WithdrawalRequest) (demoReply, error) {
+	r, err := answer(d.as("alice").Request(d.ctx, req))
 	if err != nil {
 		return r, err
 	}
-	if r.status != "" || r.replayed {
-		return r, fmt.Errorf("request %s: %s (replayed %v)", req.OperationID, r, r.replayed)
+	if r.refused != nil || r.Replayed {
+		return r, fmt.Errorf("request %s: %s (replayed %v)", req.OperationID, r, r.Replayed)
 	}
 	return r, nil
 }
 
 func (d *demoWorld) approve(id, who string) (demoReply, error) {
-	return d.call(api.SubjectWithdrawalApprove, who, map[string]string{"id": id})
+	return answer(d.as(who).Approve(d.ctx, id))
 }
 
 // requestApproved requests amount to `to` as alice and has bob approve it
@@ -392,10 +357,10 @@ func (d *demoWorld) requestApproved(to, amount string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.w.State != string(aggregate.StateApproved) {
-		return "", fmt.Errorf("approve %s: %s, state %s", req.OperationID, r, r.w.State)
+	if r.Value.State != aggregate.StateApproved {
+		return "", fmt.Errorf("approve %s: %s, state %s", req.OperationID, r, r.Value.State)
 	}
-	d.say(1, "alice asks for %s USDT to %s (operation id %s); bob approves → %s", amount, to, req.OperationID, r.w.State)
+	d.say(1, "alice asks for %s USDT to %s (operation id %s); bob approves → %s", amount, to, req.OperationID, r.Value.State)
 	return req.OperationID, nil
 }
 
@@ -768,23 +733,23 @@ func (d *demoWorld) sceneDuplicate() error {
 	if err != nil {
 		return err
 	}
-	d.say(2, "→ created: state %s, version %d (the ledger reserved the amount inline)", first.w.State, first.w.Version)
+	d.say(2, "→ created: state %s, version %d (the ledger reserved the amount inline)", first.Value.State, first.Value.Version)
 	d.say(1, "the reply is lost on the way; her client sends the identical request again")
-	again, err := d.call(api.SubjectWithdrawalRequest, "alice", req)
+	again, err := answer(d.as("alice").Request(d.ctx, req))
 	if err != nil {
 		return err
 	}
-	d.say(2, "→ %s, header %s: %v, same withdrawal, version %d", again, api.HeaderReplayed, again.replayed, again.w.Version)
-	d.expect(again.status == "" && again.replayed && again.w.ID == id && again.w.Version == first.w.Version,
+	d.say(2, "→ %s, header %s: %v, same withdrawal, version %d", again, api.HeaderReplayed, again.Replayed, again.Value.Version)
+	d.expect(again.refused == nil && again.Replayed && again.Value.ID == id && again.Value.Version == first.Value.Version,
 		"the retry is an idempotent replay: nothing appended")
 	other := req
 	other.Amount = "26"
-	conflict, err := d.call(api.SubjectWithdrawalRequest, "alice", other)
+	conflict, err := answer(d.as("alice").Request(d.ctx, other))
 	if err != nil {
 		return err
 	}
 	d.say(1, "the same operation id with another amount (26 USDT) → %s", conflict)
-	d.expect(conflict.code == aggregate.CodeIdempotencyConflict, "a different request under the same id is refused, not merged")
+	d.expect(conflict.code() == aggregate.CodeIdempotencyConflict, "a different request under the same id is refused, not merged")
 
 	created, err := d.countEvents(id, aggregate.EventRequested)
 	if err != nil {
@@ -808,7 +773,7 @@ func (d *demoWorld) sceneDuplicate() error {
 	if err != nil {
 		return err
 	}
-	d.say(1, "bob approves (one approval suffices up to 1000 USDT) → %s", r.w.State)
+	d.say(1, "bob approves (one approval suffices up to 1000 USDT) → %s", r.Value.State)
 	d.say(1, "worker-1 takes it; the chain makes a block per round:")
 	if err := d.drive([]string{id}, d.w1); err != nil {
 		return err
@@ -865,30 +830,30 @@ func (d *demoWorld) sceneFourEyes() error {
 	if err != nil {
 		return err
 	}
-	d.say(1, "alice asks for 2500 USDT to %s (operation id %s) → %s, %d approvals needed", req.ToAddress, id, r.w.State, r.w.RequiredApprovals)
+	d.say(1, "alice asks for 2500 USDT to %s (operation id %s) → %s, %d approvals needed", req.ToAddress, id, r.Value.State, r.Value.RequiredApprovals)
 	self, err := d.approve(id, "alice")
 	if err != nil {
 		return err
 	}
 	d.say(1, "alice approves her own request → %s", self)
-	d.expect(self.code == aggregate.CodeSelfApproval, "the requester's approval is refused (self_approval)")
+	d.expect(self.code() == aggregate.CodeSelfApproval, "the requester's approval is refused (self_approval)")
 	r, err = d.approve(id, "bob")
 	if err != nil {
 		return err
 	}
-	d.say(1, "bob approves → %s, approvals: %s (%d of %d)", r.w.State, r.w.approvers(), len(r.w.Approvals), r.w.RequiredApprovals)
-	v := r.w.Version
+	d.say(1, "bob approves → %s, approvals: %s (%d of %d)", r.Value.State, r.approvers(), len(r.Value.Approvals), r.Value.RequiredApprovals)
+	v := r.Value.Version
 	r, err = d.approve(id, "bob")
 	if err != nil {
 		return err
 	}
-	d.say(1, "bob approves again → %s, version %d → %d: the same approver counts once", r.w.State, v, r.w.Version)
-	d.expect(r.w.State == string(aggregate.StateRequested) && r.w.Version == v, "one approver is not two")
+	d.say(1, "bob approves again → %s, version %d → %d: the same approver counts once", r.Value.State, v, r.Value.Version)
+	d.expect(r.Value.State == aggregate.StateRequested && r.Value.Version == v, "one approver is not two")
 	r, err = d.approve(id, "carol")
 	if err != nil {
 		return err
 	}
-	d.say(1, "carol approves → %s, approvals: %s", r.w.State, r.w.approvers())
+	d.say(1, "carol approves → %s, approvals: %s", r.Value.State, r.approvers())
 	d.say(1, "worker-1 re-checks the approvals against the policy in force, then pays:")
 	if err := d.drive([]string{id}, d.w1); err != nil {
 		return err

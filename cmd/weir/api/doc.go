@@ -2,7 +2,9 @@
 // and the NATS micro service "weir" (StartService) — over one application
 // layer, sagas.Intake. CONTRACT.md fixes their paths, subjects, statuses,
 // codes and fields; acceptance tests outside the repository drive exactly
-// those.
+// those. Client (Dial, NewClient) is the typed NATS client of the service,
+// kept beside it: the CLI, demo and bench call weir only through it, and
+// it decodes replies into the same view types the service encodes.
 //
 // # What it does
 //

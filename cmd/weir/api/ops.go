@@ -308,3 +308,11 @@ func decodeID(body []byte) (string, error) {
 	}
 	return in.ID, nil
 }
+
+// Page asks a queue for one page: at most Limit items (DefaultPageLimit
+// when zero) after Cursor (the next_cursor of the page before; "" is the
+// first page).
+type Page struct {
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
