@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -41,20 +42,9 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	srv, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatalf("start embedded: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(testCtx(t), nc, eventstore.Config{Memory: true}, NewRegistry())
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
+	srv := eventstoretest.Start(t)
+	nc := srv.Conn()
+	store := srv.StoreOn(testCtx(t), nc, NewRegistry())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
@@ -157,7 +158,7 @@ type chaosWorld struct {
 	ctx     context.Context
 	seed    uint64
 	dir     string
-	emb     *eventstore.Embedded
+	emb     *eventstoretest.Server
 	sim     *tron.SimNode
 	signer  *tron.HMACSigner
 	clock   *bcClock
@@ -344,17 +345,14 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 // the feed, and the workers (same names, fresh memory).
 func (cw *chaosWorld) start() {
 	t := cw.t
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{StoreDir: cw.dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	emb := eventstoretest.Start(t, eventstoretest.File(cw.dir))
 	cw.emb = emb
 	cw.intake = cw.intake[:0]
 	for range chaosIntakeRepos {
-		cw.intake = append(cw.intake, sagas.NewRepo(bcOpenStore(t, cw.ctx, emb, false)))
+		cw.intake = append(cw.intake, sagas.NewRepo(bcOpenStore(cw.ctx, emb)))
 	}
 	cw.ledger = sagas.NewLedger(cw.intake[0], aggregate.Amount{}, cw.clock.Now, slog.New(cw.logs))
-	feedStore := bcOpenStore(t, cw.ctx, emb, false)
+	feedStore := bcOpenStore(cw.ctx, emb)
 	fctx, stop := context.WithCancel(cw.ctx)
 	cw.feedStop, cw.feedDone = stop, make(chan struct{})
 	go func() {
@@ -386,7 +384,7 @@ func (cw *chaosWorld) newWorker(name string, gen int) *chaosWorker {
 		id = fmt.Sprintf("%s.%d", name, gen)
 	}
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
-		ID: id, Repo: sagas.NewRepo(bcOpenStore(cw.t, cw.ctx, cw.emb, false)), Node: cw.sim, Signer: cw.signer,
+		ID: id, Repo: sagas.NewRepo(bcOpenStore(cw.ctx, cw.emb)), Node: cw.sim, Signer: cw.signer,
 		Work: cw.feed,
 		Custody: func(to string) (string, bool) {
 			a, ok := cw.custody[to]
@@ -585,7 +583,7 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 	if feedErr != nil {
 		t.Fatalf("feed: %v", feedErr)
 	}
-	repo := sagas.NewRepo(bcOpenStore(t, ctx, cw.emb, false))
+	repo := sagas.NewRepo(bcOpenStore(ctx, cw.emb))
 	store := repo.Store()
 
 	// One stream per operation id, nothing else.

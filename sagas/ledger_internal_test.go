@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -22,20 +23,7 @@ func newUnitLedger(t *testing.T) (context.Context, *Repo, *Ledger) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: true}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := eventstoretest.Start(t).Store(ctx, projections.NewRegistry())
 	repo := NewRepo(store)
 	if _, _, err := repo.UpdateAccount(ctx, internalAccount, aggregate.Credit{
 		Account: internalAccount, CreditID: "seed", Amount: aggregate.MustParseAmount(aggregate.USDT, "100"), At: time.Now().UTC(),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
@@ -15,7 +16,7 @@ import (
 const testAddr = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
 
 type stack struct {
-	emb    *eventstore.Embedded
+	emb    *eventstoretest.Server
 	store  *eventstore.Store
 	repo   *sagas.Repo
 	ledger *sagas.Ledger
@@ -24,20 +25,8 @@ type stack struct {
 
 func newStack(t *testing.T, dailyLimit string) *stack {
 	t.Helper()
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(context.Background(), nc, eventstore.Config{Memory: true}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	emb := eventstoretest.Start(t)
+	store := emb.Store(context.Background(), projections.NewRegistry())
 	var limit aggregate.Amount
 	if dailyLimit != "" {
 		limit = aggregate.MustParseAmount(aggregate.USDT, dailyLimit)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
@@ -259,7 +260,7 @@ func (s *bcScan) InFlightWithdrawals(time.Time) []aggregate.Withdrawal {
 type bcRig struct {
 	t       *testing.T
 	ctx     context.Context
-	emb     *eventstore.Embedded
+	emb     *eventstoretest.Server
 	repo    *sagas.Repo
 	ledger  *sagas.Ledger
 	sim     *tron.SimNode
@@ -281,11 +282,7 @@ func newBCRig(t *testing.T, opts ...bcOption) *bcRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
+	emb := eventstoretest.Start(t)
 	signer := tron.NewHMACSigner([]byte("weir broadcast saga tests"))
 	cfg := tron.SimConfig{Verifiers: []tron.SignatureVerifier{signer}}
 	for _, o := range opts {
@@ -325,21 +322,12 @@ func newBCRig(t *testing.T, opts ...bcOption) *bcRig {
 // would.
 func (r *bcRig) newRepo() *sagas.Repo {
 	r.t.Helper()
-	return sagas.NewRepo(bcOpenStore(r.t, r.ctx, r.emb, true))
+	return sagas.NewRepo(bcOpenStore(r.ctx, r.emb))
 }
 
-func bcOpenStore(t testing.TB, ctx context.Context, emb *eventstore.Embedded, memory bool) *eventstore.Store {
-	t.Helper()
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: memory}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
+// bcOpenStore opens the store on a connection of its own.
+func bcOpenStore(ctx context.Context, emb *eventstoretest.Server) *eventstore.Store {
+	return emb.Store(ctx, projections.NewRegistry())
 }
 
 func bcUSDT(s string) aggregate.Amount { return aggregate.MustParseAmount(aggregate.USDT, s) }

@@ -17,7 +17,7 @@ var _ sagas.WorkSource = (*projections.Projector)(nil)
 // the stream decides.
 func TestWorkersTakeWorkFromTheProjector(t *testing.T) {
 	r := newBCRig(t)
-	proj := projections.New(bcOpenStore(t, r.ctx, r.emb, true), projections.Options{})
+	proj := projections.New(bcOpenStore(r.ctx, r.emb), projections.Options{})
 	if err := proj.Start(r.ctx); err != nil {
 		t.Fatal(err)
 	}

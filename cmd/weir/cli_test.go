@@ -18,6 +18,7 @@ import (
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
@@ -37,7 +38,7 @@ const (
 // store, the repo, the ledger and intake, and — for the client commands —
 // the NATS micro service.
 type stack struct {
-	emb    *eventstore.Embedded
+	emb    *eventstoretest.Server
 	url    string
 	nc     *nats.Conn
 	store  *eventstore.Store
@@ -49,20 +50,9 @@ type stack struct {
 
 func newStack(t *testing.T, withService bool) *stack {
 	t.Helper()
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(t.Context(), nc, eventstore.Config{Memory: true}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	emb := eventstoretest.Start(t, eventstoretest.Listen())
+	nc := emb.Conn()
+	store := emb.StoreOn(t.Context(), nc, projections.NewRegistry())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
-	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
@@ -60,7 +60,7 @@ func (q fixedQueues) Ready(time.Time) []aggregate.Withdrawal        { return q.r
 func (q fixedQueues) InFlight(time.Time) []projections.InFlightItem { return q.inFlight }
 
 type env struct {
-	emb     *eventstore.Embedded
+	emb     *eventstoretest.Server
 	intake  *sagas.Intake
 	srv     *httptest.Server
 	nc      *nats.Conn // the service's connection
@@ -96,18 +96,9 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 		o = opts[0]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: true}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	emb := eventstoretest.Start(t)
+	nc := emb.Conn()
+	store := emb.StoreOn(ctx, nc, projections.NewRegistry())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -131,10 +122,7 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := emb.Conn()
 	t.Cleanup(func() {
 		client.Close()
 		srv.Close()

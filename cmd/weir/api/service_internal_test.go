@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
 // TestServiceHandlersRunConcurrently: a command that is still running does
@@ -18,16 +18,8 @@ import (
 // until the second has run; served one at a time, the first would never
 // finish.
 func TestServiceHandlersRunConcurrently(t *testing.T) {
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	emb := eventstoretest.Start(t)
+	nc := emb.Conn()
 	ps, err := NewPrincipals([]Principal{{Name: "p", Token: "token-token", Roles: []Role{RoleRequester}}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +60,7 @@ func TestServiceHandlersRunConcurrently(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Stop() })
 
-	client, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := emb.Conn()
 	send := func(body string) (*nats.Msg, error) {
 		m := nats.NewMsg("test.slow")
 		m.Header.Set("Authorization", "Bearer token-token")

@@ -1,0 +1,78 @@
+package eventstoretest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weir-payouts/weir/eventstore"
+)
+
+// Server is an embedded nats-server with JetStream, owned by one test.
+type Server struct {
+	*eventstore.Embedded
+	t      testing.TB
+	memory bool
+}
+
+// Option changes how Start runs the server.
+type Option func(*eventstore.EmbeddedConfig)
+
+// File stores streams on disk in dir instead of in memory; a server started
+// again on the same dir finds what the previous one wrote.
+func File(dir string) Option {
+	return func(c *eventstore.EmbeddedConfig) { c.Memory, c.StoreDir = false, dir }
+}
+
+// Listen adds a TCP listener on a free loopback port (ClientURL), for code
+// that dials the server as a separate process would.
+func Listen() Option {
+	return func(c *eventstore.EmbeddedConfig) { c.ClientListen = "127.0.0.1:0" }
+}
+
+// Start starts a server with memory storage (unless File is given) and shuts
+// it down when the test ends. Shutdown may also be called earlier, to cut
+// the server away from its clients mid-test.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	cfg := eventstore.EmbeddedConfig{Memory: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	emb, err := eventstore.StartEmbedded(cfg)
+	if err != nil {
+		t.Fatalf("eventstoretest: start embedded nats-server: %v", err)
+	}
+	t.Cleanup(emb.Shutdown)
+	return &Server{Embedded: emb, t: t, memory: cfg.Memory}
+}
+
+// Conn returns a new in-process connection, closed when the test ends.
+func (s *Server) Conn() *nats.Conn {
+	s.t.Helper()
+	nc, err := s.Connect()
+	if err != nil {
+		s.t.Fatalf("eventstoretest: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
+// Store opens the event store with reg on a connection of its own (as a
+// separate process would), with the stream in memory when the server keeps
+// memory storage.
+func (s *Server) Store(ctx context.Context, reg *eventstore.Registry) *eventstore.Store {
+	s.t.Helper()
+	return s.StoreOn(ctx, s.Conn(), reg)
+}
+
+// StoreOn opens the event store with reg on the connection nc.
+func (s *Server) StoreOn(ctx context.Context, nc *nats.Conn, reg *eventstore.Registry) *eventstore.Store {
+	s.t.Helper()
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory}, reg)
+	if err != nil {
+		s.t.Fatalf("eventstoretest: open store: %v", err)
+	}
+	return store
+}
