@@ -488,12 +488,36 @@ func AuditAccount(events []AccountEvent) (Account, error) {
 	return a, nil
 }
 
+// ReplayAccount folds an account stream once, checking every event against
+// the state before it as Decide does: an event that could not have been
+// decided is handed to bad (its 0-based index and why) and skipped, as
+// FoldAccount skips it. Linear in the stream — AuditAccount re-checks the
+// invariants after every event, which is quadratic on a busy account — so
+// the caller checks the invariants once, on the result.
+func ReplayAccount(events []AccountEvent, bad func(i int, err error)) Account {
+	a := Account{}.owned()
+	for i, e := range events {
+		a.Version++
+		if err := checkAccountEvent(a, e); err != nil {
+			bad(i, err)
+			continue
+		}
+		mutate(&a, e)
+	}
+	return a
+}
+
 // apply mutates *a, whose maps the caller owns.
 func apply(a *Account, e AccountEvent) {
 	a.Version++
 	if checkAccountEvent(*a, e) != nil {
 		return
 	}
+	mutate(a, e)
+}
+
+// mutate applies an event already checked against *a.
+func mutate(a *Account, e AccountEvent) {
 	switch ev := e.(type) {
 	case AccountCredited:
 		a.ID = ev.Account

@@ -114,6 +114,20 @@ func (w Withdrawal) HasApproval(principal string) bool {
 	return slices.ContainsFunc(w.Approvals, func(a Approval) bool { return a.By == principal })
 }
 
+// DistinctApprovals counts the approvals that can count: distinct
+// approvers, never the requester. Decide records no other kind, so on a
+// log it wrote this is len(Approvals); an auditor reading a log it does not
+// trust counts this way.
+func (w Withdrawal) DistinctApprovals() int {
+	seen := make(map[string]bool, len(w.Approvals))
+	for _, ap := range w.Approvals {
+		if ap.By != "" && ap.By != w.RequestedBy {
+			seen[ap.By] = true
+		}
+	}
+	return len(seen)
+}
+
 // RetiredTxIDs lists the txids retired by rebuilds, oldest first.
 func (w Withdrawal) RetiredTxIDs() []string {
 	out := make([]string, len(w.Retired))

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
-	"sort"
+	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -20,268 +17,18 @@ import (
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
-	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
 
-// `weir audit` replays the event log and checks that it could only have
-// been written by weir's deciders, that money moved only with approvals
-// satisfying the policy in force, that every rebuild was proven safe, and
-// — when a node is reachable — that the chain agrees. It reads; it never
-// appends. What is judged and how is described in audit_checks.go.
+// `weir audit` is flags, progress and printing around sagas/audit, which
+// holds the judgement. It reads; it never appends.
 
 func init() {
 	register(command{name: "audit", summary: "replay the event log and check every invariant (exit 1 on a violation)", run: runAudit})
 }
 
-// Defaults of the audit flags.
-const (
-	defaultAuditNode   = "http://127.0.0.1:8090"
-	defaultSettleGrace = 30 * time.Second
-)
-
-// auditOptions configure an audit run on an open store.
-type auditOptions struct {
-	Node        tron.Node // nil: no chain checks
-	NodeURL     string
-	NodeTimeout time.Duration
-	// SettleGrace is how long after a withdrawal ended its account may lag
-	// (held instead of settled/released) before that is a violation.
-	SettleGrace time.Duration
-	Now         func() time.Time
-	Progress    *progress // nil: none
-}
-
-func (o *auditOptions) defaults() {
-	if o.NodeTimeout <= 0 {
-		o.NodeTimeout = 5 * time.Second
-	}
-	if o.SettleGrace <= 0 {
-		o.SettleGrace = defaultSettleGrace
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-}
-
-// auditReport is the outcome of an audit (`--json` prints it).
-type auditReport struct {
-	OK             bool             `json:"ok"`
-	Scope          string           `json:"scope"` // "withdrawal" or "all"
-	StreamSequence uint64           `json:"stream_sequence"`
-	Withdrawals    int              `json:"withdrawals"`
-	Events         int              `json:"events"`
-	Accounts       int              `json:"accounts"`
-	States         map[string]int   `json:"states"`
-	Policy         auditPolicy      `json:"policy"`
-	Chain          chainSummary     `json:"chain"`
-	Violations     []auditFinding   `json:"violations"`
-	Warnings       []auditFinding   `json:"warnings"`
-	Notes          []auditFinding   `json:"notes"`
-	Withdrawal     *withdrawalAudit `json:"withdrawal,omitempty"` // scope "withdrawal": the timeline
-	Elapsed        string           `json:"elapsed"`
-}
-
-type auditPolicy struct {
-	Version   int       `json:"version"`
-	Name      string    `json:"name"`
-	ChangedBy string    `json:"changed_by,omitempty"`
-	ChangedAt time.Time `json:"changed_at,omitzero"`
-	Versions  int       `json:"versions"` // stored versions
-}
-
-func (a *auditor) finish(r *auditReport, start time.Time) {
-	r.Violations, r.Warnings, r.Notes = []auditFinding{}, []auditFinding{}, []auditFinding{}
-	for _, f := range a.findings {
-		switch f.Severity {
-		case sevViolation:
-			r.Violations = append(r.Violations, f)
-		case sevWarning:
-			r.Warnings = append(r.Warnings, f)
-		default:
-			r.Notes = append(r.Notes, f)
-		}
-	}
-	r.OK = len(r.Violations) == 0
-	cur := a.policies.current()
-	r.Policy = auditPolicy{Version: cur.Policy.Version, Name: cur.Policy.Name, ChangedBy: cur.By, ChangedAt: cur.At, Versions: len(a.policies.versions) - 1}
-	r.Elapsed = time.Since(start).Round(time.Millisecond).String()
-}
-
-// auditAll audits the whole log as of now: one ordered pass over the
-// stream (a consistent prefix of it), every withdrawal, every account, the
-// cross-checks between them, and the chain.
-func auditAll(ctx context.Context, store *eventstore.Store, opts auditOptions) (*auditReport, error) {
-	opts.defaults()
-	start := time.Now()
-	end, err := store.LastSequence(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		order      []string
-		byW        = map[string][]eventstore.Record{}
-		byA        = map[string][]eventstore.Record{}
-		policyRecs []eventstore.Record
-		foreign    []eventstore.Record
-	)
-	opts.Progress.start("reading log", int(end))
-	cut, err := store.ReadAll(ctx, 1, "", func(r eventstore.Record) error {
-		switch r.Key.Type {
-		case projections.TypeWithdrawal:
-			if _, ok := byW[r.Key.ID]; !ok {
-				order = append(order, r.Key.ID)
-			}
-			byW[r.Key.ID] = append(byW[r.Key.ID], r)
-		case projections.TypeAccount:
-			byA[r.Key.ID] = append(byA[r.Key.ID], r)
-		case projections.TypePolicy:
-			if r.Key.ID == projections.PolicyStreamID {
-				policyRecs = append(policyRecs, r)
-			} else {
-				foreign = append(foreign, r)
-			}
-		default:
-			foreign = append(foreign, r)
-		}
-		opts.Progress.set(int(r.Sequence))
-		return nil
-	})
-	opts.Progress.done()
-	if err != nil {
-		return nil, fmt.Errorf("reading the event log: %w", err)
-	}
-
-	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(policyRecs, a.add)
-	for _, r := range foreign {
-		a.add(auditFinding{Severity: sevWarning, Check: "stream", Version: r.AggregateVersion, Event: r.Type,
-			What: fmt.Sprintf("event on subject of %s/%s, which weir does not write", r.Key.Type, r.Key.ID)})
-	}
-	report := &auditReport{Scope: "all", StreamSequence: cut, States: map[string]int{}}
-
-	accounts := map[string]accountAudit{}
-	accountIDs := make([]string, 0, len(byA))
-	for id := range byA {
-		accountIDs = append(accountIDs, id)
-	}
-	sort.Strings(accountIDs)
-	for _, id := range accountIDs {
-		accounts[id] = a.auditAccount(id, byA[id])
-		report.Events += len(byA[id])
-	}
-
-	// Withdrawals are independent of each other: replay them in parallel
-	// (envelope hashing and signature recovery dominate), then merge the
-	// findings in log order.
-	was := make([]*withdrawalAudit, len(order))
-	var (
-		next atomic.Int64
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		done int
-	)
-	opts.Progress.start("withdrawals", len(order))
-	for range max(1, min(runtime.GOMAXPROCS(0), len(order))) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(order) {
-					return
-				}
-				id := order[i]
-				wa := a.auditWithdrawal(id, byW[id])
-				a.checkReservation(wa, accounts)
-				was[i] = wa
-				mu.Lock()
-				done++
-				opts.Progress.set(done)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	opts.Progress.done()
-	byID := make(map[string]*withdrawalAudit, len(order))
-	for i, wa := range was {
-		a.findings = append(a.findings, wa.found...)
-		byID[wa.ID] = wa
-		report.States[string(wa.State)]++
-		report.Events += len(byW[order[i]])
-	}
-	clear(byW)
-	a.checkOrphanReservations(accounts, byID)
-	a.checkDuplicateTxIDs(was)
-	report.Chain = a.checkChain(ctx, opts.Node, opts.NodeURL, opts.NodeTimeout, was, opts.Progress)
-	report.Withdrawals, report.Accounts = len(was), len(accounts)
-	report.Events += len(policyRecs) + len(foreign)
-	a.finish(report, start)
-	return report, nil
-}
-
-// auditOne audits one withdrawal: its stream, the policy stream and its
-// account, all read as of one stream sequence so they are a consistent
-// cut, and its txids against the chain.
-func auditOne(ctx context.Context, store *eventstore.Store, id string, opts auditOptions) (*auditReport, error) {
-	opts.defaults()
-	start := time.Now()
-	canon, err := aggregate.ParseOperationID(id)
-	if err != nil {
-		return nil, fmt.Errorf("%q is not a withdrawal id (an operation id is a UUID)", id)
-	}
-	cut, err := store.LastSequence(ctx)
-	if err != nil {
-		return nil, err
-	}
-	load := func(typ, id string) ([]eventstore.Record, error) {
-		recs, _, err := store.Load(ctx, eventstore.Key{Type: typ, ID: id})
-		if err != nil {
-			return nil, err
-		}
-		n := sort.Search(len(recs), func(i int) bool { return recs[i].Sequence > cut })
-		return recs[:n], nil
-	}
-	recs, err := load(projections.TypeWithdrawal, canon)
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("withdrawal %s not found", canon)
-	}
-	policyRecs, err := load(projections.TypePolicy, projections.PolicyStreamID)
-	if err != nil {
-		return nil, err
-	}
-	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(policyRecs, a.add)
-	report := &auditReport{Scope: "withdrawal", StreamSequence: cut, States: map[string]int{}, Withdrawals: 1}
-	wa := a.auditWithdrawal(canon, recs)
-	report.Withdrawal = wa
-	report.States[string(wa.State)] = 1
-	report.Events = len(recs) + len(policyRecs)
-
-	accounts := map[string]accountAudit{}
-	for _, acc := range []string{wa.w.Account, wa.w.Route.Account()} {
-		if acc == "" || aggregate.ValidateAccountID(acc) != nil {
-			continue
-		}
-		if _, done := accounts[acc]; done {
-			continue
-		}
-		arecs, err := load(projections.TypeAccount, acc)
-		if err != nil {
-			return nil, err
-		}
-		accounts[acc] = a.auditAccount(acc, arecs)
-		report.Events += len(arecs)
-	}
-	report.Accounts = len(accounts)
-	a.checkReservation(wa, accounts)
-	a.findings = append(a.findings, wa.found...)
-	report.Chain = a.checkChain(ctx, opts.Node, opts.NodeURL, opts.NodeTimeout, []*withdrawalAudit{wa}, opts.Progress)
-	a.finish(report, start)
-	return report, nil
-}
+const defaultAuditNode = "http://127.0.0.1:8090"
 
 // openStoreForAudit adopts the existing event stream without changing it:
 // the store is opened with the stream's own storage, replicas and dedup
@@ -324,7 +71,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	all := fs.Bool("all", false, "audit every withdrawal, every account and the global invariants")
 	node := fs.String("tron-node", defaultAuditNode, `java-tron HTTP API for the chain checks ("" skips them; unreachable: skipped with a note)`)
 	nodeTimeout := fs.Duration("node-timeout", 5*time.Second, "timeout of each node call")
-	grace := fs.Duration("settle-grace", defaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
+	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	timeout := fs.Duration("timeout", defaultClientTimeout, "NATS connect timeout")
 	asJSON := fs.Bool("json", false, "print a machine-readable report")
 	pos, err := parseInterspersed(fs, args)
@@ -347,18 +94,18 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	opts := auditOptions{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace}
+	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace}
 	if *node != "" {
 		opts.Node = tronhttp.NewHTTPNode(*node, nil)
 	}
 	if !*asJSON {
 		opts.Progress = newProgress(stderr)
 	}
-	var rep *auditReport
+	var rep *audit.Report
 	if *all {
-		rep, err = auditAll(ctx, store, opts)
+		rep, err = audit.All(ctx, store, opts)
 	} else {
-		rep, err = auditOne(ctx, store, pos[0], opts)
+		rep, err = audit.Withdrawal(ctx, store, pos[0], opts)
 	}
 	if err != nil {
 		return err
@@ -383,7 +130,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // ---- human output ----
 
-func printAuditReport(out io.Writer, r *auditReport) {
+func printAuditReport(out io.Writer, r *audit.Report) {
 	if wa := r.Withdrawal; wa != nil {
 		printTimeline(out, wa)
 		fmt.Fprintln(out)
@@ -410,9 +157,9 @@ func printAuditReport(out io.Writer, r *auditReport) {
 	} else {
 		fmt.Fprintf(out, "chain: %s\n", r.Chain.Note)
 	}
-	printFindings := func(label string, fs []auditFinding) {
+	printFindings := func(label string, fs []audit.Finding) {
 		for _, f := range fs {
-			fmt.Fprintf(out, "%s %s [%s]: %s\n", label, f.where(), f.Check, f.What)
+			fmt.Fprintf(out, "%s %s [%s]: %s\n", label, f.Where(), f.Check, f.What)
 		}
 	}
 	printFindings("VIOLATION", r.Violations)
@@ -425,9 +172,9 @@ func printAuditReport(out io.Writer, r *auditReport) {
 	}
 }
 
-func printTimeline(out io.Writer, wa *withdrawalAudit) {
+func printTimeline(out io.Writer, wa *audit.Replay) {
 	fmt.Fprintf(out, "withdrawal %s: %s, %s %s (%s units) from account %s to %s, requested by %s\n",
-		wa.ID, stateName(wa.State), wa.Amount, wa.Asset, wa.Units, wa.Account, wa.To, wa.By)
+		wa.ID, audit.StateName(wa.State), wa.Amount, wa.Asset, wa.Units, wa.Account, wa.To, wa.By)
 	route := "-"
 	if !wa.Route.IsZero() {
 		route = string(wa.Route.Rail())
@@ -450,7 +197,7 @@ func printTimeline(out io.Writer, wa *withdrawalAudit) {
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tAT\tTYPE\tSTATE\tDETAILS")
 	for _, e := range wa.Timeline {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Version, e.At.UTC().Format(time.RFC3339Nano), e.Type, stateName(e.State), e.Details)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Version, e.At.UTC().Format(time.RFC3339Nano), e.Type, audit.StateName(e.State), e.Details)
 	}
 	tw.Flush()
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
@@ -458,7 +205,80 @@ func printTimeline(out io.Writer, wa *withdrawalAudit) {
 	for i, e := range wa.Timeline {
 		fmt.Fprintln(out, lines[i+1])
 		for _, f := range e.Findings {
-			fmt.Fprintf(out, "    ^ %s [%s]: %s\n", strings.ToUpper(f.Severity), f.Check, f.What)
+			fmt.Fprintf(out, "    ^ %s [%s]: %s\n", strings.ToUpper(string(f.Severity)), f.Check, f.What)
 		}
 	}
+}
+
+// progress draws a progress bar on a terminal; on anything else it says
+// nothing.
+type progress struct {
+	w          io.Writer
+	on         bool
+	label      string
+	total, cur int
+	last       time.Time
+}
+
+// newProgress draws on w only when w is a terminal (a character device).
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.on = true
+		}
+	}
+	return p
+}
+
+func (p *progress) Start(label string, total int) {
+	if p == nil {
+		return
+	}
+	p.label, p.total, p.cur, p.last = label, total, 0, time.Time{}
+	p.draw(true)
+}
+
+func (p *progress) Add(n int) {
+	if p != nil {
+		p.Set(p.cur + n)
+	}
+}
+
+func (p *progress) Set(cur int) {
+	if p == nil {
+		return
+	}
+	p.cur = cur
+	p.draw(false)
+}
+
+// done completes the bar and clears the line.
+func (p *progress) Done() {
+	if p == nil || !p.on {
+		return
+	}
+	p.cur = p.total
+	p.draw(true)
+	fmt.Fprint(p.w, "\r\033[K")
+}
+
+const progressWidth = 30
+
+func (p *progress) draw(force bool) {
+	if !p.on {
+		return
+	}
+	now := time.Now()
+	if !force && now.Sub(p.last) < 100*time.Millisecond && p.cur < p.total {
+		return
+	}
+	p.last = now
+	frac := 1.0
+	if p.total > 0 {
+		frac = min(1, float64(p.cur)/float64(p.total))
+	}
+	filled := int(frac * progressWidth)
+	fmt.Fprintf(p.w, "\r\033[K%-16s [%s%s] %3.0f%% %d/%d", p.label,
+		strings.Repeat("#", filled), strings.Repeat(".", progressWidth-filled), frac*100, p.cur, p.total)
 }

@@ -1,0 +1,363 @@
+package audit_test
+
+// The audit's test rig: a real embedded NATS server (memory storage), the
+// real store, repo, intake and ledger, and a simulated TRON node whose chain
+// only moves when a test says so. Withdrawals are built through the real
+// deciders; forged events are appended around them through the store's own
+// append path, as an attacker with write access to the stream would.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/sagas/audit"
+	"github.com/weir-payouts/weir/tron"
+)
+
+// payee is a valid TRON address that is not the hot wallet.
+const payee = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
+
+// chainFixture is a simulated TRON node plus the hot wallet's key.
+type chainFixture struct {
+	sim    *tron.SimNode
+	signer *tron.KeySigner
+	stamp  int64 // makes each envelope's bytes unique
+}
+
+func newChain(t *testing.T) *chainFixture {
+	t.Helper()
+	sim := tron.NewSimNode(tron.SimConfig{Start: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)})
+	sim.Advance(30) // a solid block to refer to
+	key := sha256.Sum256([]byte("weir audit test hot wallet"))
+	signer, err := tron.NewKeySigner(key[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &chainFixture{sim: sim, signer: signer}
+}
+
+// envelope builds a real TRC-20 transfer for w from the node's view of the
+// chain, as the broadcast saga does.
+func (c *chainFixture) envelope(t *testing.T, w aggregate.Withdrawal) (aggregate.Envelope, tron.Envelope) {
+	t.Helper()
+	head, ref := c.sim.CurrentHead(), c.sim.CurrentSolidHead()
+	c.stamp++
+	env, err := tron.BuildTransfer(tron.TransferParams{
+		Owner: c.signer.Address(), To: tron.MustParseAddress(w.ToAddress), Amount: w.Amount.Units(),
+		RefBlock: ref, Timestamp: head.Timestamp + c.stamp, Expiration: head.Timestamp + 60_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ref.RefBlockHash()
+	return aggregate.Envelope{
+		TxID: env.TxIDHex(), RawDataHex: env.RawHex(), Expiration: env.Expiration, FeeLimit: env.FeeLimit,
+		RefBlockNum: ref.Number, RefBlockHash: hex.EncodeToString(h[:]),
+	}, env
+}
+
+// history builds withdrawals through the real deciders (sagas.Repo) and
+// appends forged events around them (eventstore.Append).
+type history struct {
+	t      *testing.T
+	nc     interface{ Close() }
+	store  *eventstore.Store
+	repo   *sagas.Repo
+	ledger *sagas.Ledger
+	intake *sagas.Intake
+	chain  *chainFixture
+	now    time.Time // of the last command
+}
+
+func newHistory(t *testing.T) *history {
+	t.Helper()
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	store, err := eventstore.Open(t.Context(), nc, eventstore.Config{Memory: true}, projections.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := sagas.NewRepo(store)
+	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := &history{t: t, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t)}
+	h.credit("acme", "seed", "1000000")
+	return h
+}
+
+// at is the time of the next command (the wall clock, as the intake's;
+// never repeated, so events keep their order).
+func (h *history) at() time.Time {
+	now := time.Now().UTC()
+	if !now.After(h.now) {
+		now = h.now.Add(time.Microsecond)
+	}
+	h.now = now
+	return now
+}
+
+func (h *history) credit(account, creditID, amount string) {
+	h.t.Helper()
+	if _, _, err := h.intake.Credit(h.t.Context(), sagas.CreditInput{Account: account, CreditID: creditID, Amount: json.RawMessage(`"` + amount + `"`)}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// request creates a withdrawal by alice and reserves it (intake + ledger).
+func (h *history) request(amount string) string {
+	h.t.Helper()
+	id := uuid.NewString()
+	w, _, err := h.intake.Request(h.t.Context(), sagas.RequestInput{
+		OperationID: id, Account: "acme", ToAddress: payee, Amount: json.RawMessage(`"` + amount + `"`), By: "alice",
+	})
+	if err != nil || !w.Reserved {
+		h.t.Fatalf("request: %v %+v", err, w)
+	}
+	return id
+}
+
+func (h *history) policy() aggregate.Policy {
+	h.t.Helper()
+	p, err := h.intake.Policy(h.t.Context())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+// do decides cmd against the current state and appends it.
+func (h *history) do(id string, cmd func(aggregate.Withdrawal) aggregate.Command) aggregate.Withdrawal {
+	h.t.Helper()
+	w, _, err := h.repo.UpdateWithdrawal(h.t.Context(), id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		return cmd(w), nil
+	})
+	if err != nil {
+		h.t.Fatalf("%T: %v", cmd(w), err)
+	}
+	return w
+}
+
+func (h *history) withdrawal(id string) aggregate.Withdrawal {
+	h.t.Helper()
+	w, _, err := h.repo.Withdrawal(h.t.Context(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return w
+}
+
+func (h *history) approve(id string, by ...string) {
+	h.t.Helper()
+	for _, b := range by {
+		if _, err := h.intake.Approve(h.t.Context(), id, b); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func (h *history) route(id string, r aggregate.Route) {
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command { return aggregate.ChooseRoute{Route: r, At: h.at()} })
+}
+
+func external(t *testing.T) aggregate.Route {
+	r, err := aggregate.ExternalRoute("destination not custodied by weir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func internal(t *testing.T, account string) aggregate.Route {
+	r, err := aggregate.InternalRoute(account, "destination custodied by weir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// build writes ahead the first envelope under the policy given.
+func (h *history) build(id string, policy aggregate.Policy) (aggregate.Withdrawal, tron.Envelope) {
+	h.t.Helper()
+	env, tenv := h.chain.envelope(h.t, h.withdrawal(id))
+	w := h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.BuildEnvelope{Envelope: env, Policy: policy, At: h.at()}
+	})
+	return w, tenv
+}
+
+// sign signs the current envelope and records it.
+func (h *history) sign(id string, env tron.Envelope) tron.SignedTx {
+	h.t.Helper()
+	tx, err := tron.SignEnvelope(h.t.Context(), h.chain.signer, env)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.RecordSignature{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), At: h.at()}
+	})
+	return tx
+}
+
+// send broadcasts on the node (when onChain) and records intent and
+// acceptance.
+func (h *history) send(id string, tx tron.SignedTx, onChain bool) {
+	h.t.Helper()
+	txid := tron.HexID(tx.TxID())
+	if onChain {
+		res, err := h.chain.sim.Broadcast(h.t.Context(), tx)
+		if err != nil || !res.IsAccepted() {
+			h.t.Fatalf("broadcast: %v %v", res, err)
+		}
+	}
+	w := h.do(id, func(w aggregate.Withdrawal) aggregate.Command {
+		return aggregate.RecordBroadcastIntent{TxID: txid, Send: w.Sends + 1, At: h.at()}
+	})
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.RecordAccepted{TxID: txid, Send: w.Sends, Result: "SUCCESS", At: h.at()}
+	})
+}
+
+// confirm records the confirmation the node gives (or, with block > 0, a
+// made-up one) and settles the account as the ledger saga does.
+func (h *history) confirm(id string, txid string, block int64) {
+	h.t.Helper()
+	blockTime := h.chain.sim.CurrentHead().Timestamp
+	if block == 0 {
+		h.chain.sim.Advance(25) // include and solidify
+		id32, _ := tron.ParseTxID(txid)
+		st := h.chain.sim.Status(id32, true)
+		if !st.Succeeded() {
+			h.t.Fatalf("not confirmed on the sim: %v", st)
+		}
+		block, blockTime = st.BlockNumber, st.BlockTime
+	}
+	w := h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.Confirm{TxID: txid, BlockNumber: block, BlockTime: blockTime, Receipt: aggregate.ReceiptSuccess, At: h.at()}
+	})
+	h.finish(w)
+}
+
+// finish settles or releases the account as the ledger saga does.
+func (h *history) finish(w aggregate.Withdrawal) {
+	h.t.Helper()
+	if err := h.ledger.Finish(h.t.Context(), w); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// pay runs an external withdrawal to confirmed on the simulated chain.
+func (h *history) pay(amount string, approvers ...string) string {
+	h.t.Helper()
+	id := h.request(amount)
+	h.approve(id, approvers...)
+	h.route(id, external(h.t))
+	_, env := h.build(id, h.policy())
+	tx := h.sign(id, env)
+	h.send(id, tx, true)
+	h.confirm(id, env.TxIDHex(), 0)
+	return id
+}
+
+// forge appends raw events that no decider would have produced, through
+// the store's own append path.
+func (h *history) forge(id string, events ...aggregate.Event) {
+	h.t.Helper()
+	_, pos, err := h.repo.Withdrawal(h.t.Context(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, e := range events {
+		pos, err = h.store.Append(h.t.Context(), eventstore.Key{Type: projections.TypeWithdrawal, ID: id}, pos,
+			eventstore.Event{Type: e.EventType(), Data: e})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// forgeAccount appends a raw account event.
+func (h *history) forgeAccount(account string, e aggregate.AccountEvent) {
+	h.t.Helper()
+	_, pos, err := h.repo.Account(h.t.Context(), account)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.store.Append(h.t.Context(), eventstore.Key{Type: projections.TypeAccount, ID: account}, pos,
+		eventstore.Event{Type: e.EventType(), Data: e}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// all audits the whole log against the simulated node.
+func (h *history) all(wantOK bool) *audit.Report {
+	h.t.Helper()
+	return h.check(wantOK, func(opts audit.Options) (*audit.Report, error) { return audit.All(h.t.Context(), h.store, opts) })
+}
+
+// one audits one withdrawal against the simulated node.
+func (h *history) one(id string, wantOK bool) *audit.Report {
+	h.t.Helper()
+	return h.check(wantOK, func(opts audit.Options) (*audit.Report, error) {
+		return audit.Withdrawal(h.t.Context(), h.store, id, opts)
+	})
+}
+
+func (h *history) check(wantOK bool, run func(audit.Options) (*audit.Report, error)) *audit.Report {
+	h.t.Helper()
+	rep, err := run(audit.Options{Node: h.chain.sim, NodeURL: "sim"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	// The report is what `weir audit --json` prints: it must survive JSON.
+	b, err := json.Marshal(rep)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var back audit.Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		h.t.Fatalf("report does not round-trip: %v", err)
+	}
+	if rep.OK != wantOK {
+		h.t.Fatalf("audit ok = %v, want %v\nviolations:\n%swarnings:\n%s", rep.OK, wantOK, findingsText(rep.Violations), findingsText(rep.Warnings))
+	}
+	return rep
+}
+
+func findingsText(fs []audit.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString(f.Where() + " [" + f.Check + "]: " + f.What + "\n")
+	}
+	return b.String()
+}
+
+// wantViolation asserts one violation on withdrawal id at event version
+// whose text contains what.
+func wantViolation(t *testing.T, r *audit.Report, id string, version uint64, what string) {
+	t.Helper()
+	for _, f := range r.Violations {
+		if f.Withdrawal == id && f.Version == version && strings.Contains(f.What, what) {
+			return
+		}
+	}
+	t.Fatalf("no violation on %s event %d containing %q; violations:\n%s", id, version, what, findingsText(r.Violations))
+}
