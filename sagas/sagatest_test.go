@@ -142,67 +142,6 @@ func (l *bcLogs) Lines() []string {
 	return slices.Clone(l.lines)
 }
 
-// bcNode wraps the SimNode to count calls per worker. It delegates every
-// call unchanged; it exists so tests can prove a worker never reached the
-// node at all (not only that it never sent).
-type bcNode struct {
-	tron.Node
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (n *bcNode) count(ctx context.Context) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.calls[tron.WorkerFrom(ctx)]++
-}
-
-func (n *bcNode) Calls(worker string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.calls[worker]
-}
-
-func (n *bcNode) Total() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	total := 0
-	for _, c := range n.calls {
-		total += c
-	}
-	return total
-}
-
-func (n *bcNode) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
-	n.count(ctx)
-	return n.Node.Broadcast(ctx, tx)
-}
-
-func (n *bcNode) Lookup(ctx context.Context, id [32]byte) (tron.TxStatus, error) {
-	n.count(ctx)
-	return n.Node.Lookup(ctx, id)
-}
-
-func (n *bcNode) SolidLookup(ctx context.Context, id [32]byte) (tron.TxStatus, error) {
-	n.count(ctx)
-	return n.Node.SolidLookup(ctx, id)
-}
-
-func (n *bcNode) Head(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.Head(ctx)
-}
-
-func (n *bcNode) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.SolidHead(ctx)
-}
-
-func (n *bcNode) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.RefBlock(ctx)
-}
-
 // bcScan is a WorkSource that loads a known list of withdrawals from the
 // store on every call: always current, no projection lag, fine for a
 // handful of withdrawals.
@@ -264,7 +203,7 @@ type bcRig struct {
 	repo    *sagas.Repo
 	ledger  *sagas.Ledger
 	sim     *tron.SimNode
-	node    *bcNode
+	node    *tron.Observed
 	signer  *tron.HMACSigner
 	clock   *bcClock
 	logs    *bcLogs
@@ -292,7 +231,7 @@ func newBCRig(t *testing.T, opts ...bcOption) *bcRig {
 	sim.Advance(bcStartBlk)
 	r := &bcRig{
 		t: t, ctx: ctx, emb: emb, sim: sim, signer: signer,
-		node:    &bcNode{Node: sim, calls: map[string]int{}},
+		node:    tron.NewObserved(sim),
 		clock:   newBCClock(),
 		logs:    newBCLogs(),
 		custody: map[string]string{},

@@ -13,3 +13,10 @@ func TestSimNodeSatisfiesTheNodeContract(t *testing.T) {
 		return nodetest.Harness{Node: sim, Sim: sim}
 	})
 }
+
+func TestObservedNodeSatisfiesTheNodeContract(t *testing.T) {
+	nodetest.Run(t, func(t *testing.T, cfg tron.SimConfig) nodetest.Harness {
+		sim := tron.NewSimNode(cfg)
+		return nodetest.Harness{Node: tron.NewObserved(sim), Sim: sim}
+	})
+}

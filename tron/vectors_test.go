@@ -1,50 +1,14 @@
-package tron
+package tron_test
 
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"math/big"
-	"os"
 	"testing"
+
+	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/nodetest"
 )
-
-// vector is one real transaction from testdata/tron/transactions.json.
-type vector struct {
-	Name          string `json:"name"`
-	Source        string `json:"source"`
-	TxID          string `json:"txid"`
-	RawDataHex    string `json:"raw_data_hex"`
-	Signature     string `json:"signature"`
-	ContractType  string `json:"contract_type"`
-	Owner         string `json:"owner"`
-	Contract      string `json:"contract"`
-	To            string `json:"to"`
-	AmountUnits   string `json:"amount_units"`
-	RefBlockBytes string `json:"ref_block_bytes"`
-	RefBlockHash  string `json:"ref_block_hash"`
-	Expiration    int64  `json:"expiration"`
-	Timestamp     int64  `json:"timestamp"`
-	FeeLimit      int64  `json:"fee_limit"`
-}
-
-func loadVectors(t *testing.T) []vector {
-	t.Helper()
-	b, err := os.ReadFile("../testdata/tron/transactions.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Transactions []vector `json:"transactions"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Transactions) < 2 {
-		t.Fatalf("want at least two real transactions, have %d", len(f.Transactions))
-	}
-	return f.Transactions
-}
 
 func mustHex(t *testing.T, s string) []byte {
 	t.Helper()
@@ -56,21 +20,21 @@ func mustHex(t *testing.T, s string) []byte {
 }
 
 func TestRealTransactionsDecodeReencodeToSameBytesAndTxID(t *testing.T) {
-	for _, v := range loadVectors(t) {
+	for _, v := range nodetest.LoadVectors(t) {
 		t.Run(v.Name, func(t *testing.T) {
 			raw := mustHex(t, v.RawDataHex)
-			if got := HexID(TxID(raw)); got != v.TxID {
+			if got := tron.HexID(tron.TxID(raw)); got != v.TxID {
 				t.Fatalf("sha256(raw) = %s, published txID %s", got, v.TxID)
 			}
-			r, err := DecodeRaw(raw)
+			r, err := tron.DecodeRaw(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again := EncodeRaw(r)
+			again := tron.EncodeRaw(r)
 			if !bytes.Equal(again, raw) {
 				t.Fatalf("re-encoded bytes differ:\n got %x\nwant %x", again, raw)
 			}
-			if got := HexID(TxID(again)); got != v.TxID {
+			if got := tron.HexID(tron.TxID(again)); got != v.TxID {
 				t.Fatalf("re-encoded txid %s, want %s", got, v.TxID)
 			}
 			if hex.EncodeToString(r.RefBlockBytes) != v.RefBlockBytes || hex.EncodeToString(r.RefBlockHash) != v.RefBlockHash {
@@ -87,7 +51,7 @@ func TestRealTransactionsDecodeReencodeToSameBytesAndTxID(t *testing.T) {
 				t.Errorf("owner = %s (%v), want %s", owner.Hex(), err, v.Owner)
 			}
 			switch r.Contracts[0].Type {
-			case TriggerSmartContractType:
+			case tron.TriggerSmartContractType:
 				tr, err := r.TokenTransfer()
 				if err != nil {
 					t.Fatal(err)
@@ -95,15 +59,15 @@ func TestRealTransactionsDecodeReencodeToSameBytesAndTxID(t *testing.T) {
 				if tr.Contract.Hex() != v.Contract || tr.To.Hex() != v.To || tr.Amount.String() != v.AmountUnits {
 					t.Errorf("transfer = %s %s %s, want %s %s %s", tr.Contract.Hex(), tr.To.Hex(), tr.Amount, v.Contract, v.To, v.AmountUnits)
 				}
-				trig, err := DecodeTriggerSmartContract(r.Contracts[0].Value)
+				trig, err := tron.DecodeTriggerSmartContract(r.Contracts[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(trig.Marshal(), r.Contracts[0].Value) {
 					t.Errorf("TriggerSmartContract re-marshal differs")
 				}
-			case TransferContractType:
-				tc, err := DecodeTransferContract(r.Contracts[0].Value)
+			case tron.TransferContractType:
+				tc, err := tron.DecodeTransferContract(r.Contracts[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,7 +79,7 @@ func TestRealTransactionsDecodeReencodeToSameBytesAndTxID(t *testing.T) {
 				}
 			}
 			if v.Signature != "" {
-				signer, err := RecoverSigner(TxID(raw), mustHex(t, v.Signature))
+				signer, err := tron.RecoverSigner(tron.TxID(raw), mustHex(t, v.Signature))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -131,8 +95,8 @@ func TestRealTransactionsDecodeReencodeToSameBytesAndTxID(t *testing.T) {
 // form BuildTransfer writes: building it from its decoded inputs must give
 // the published bytes exactly.
 func TestBuildTransferReproducesPublishedTransaction(t *testing.T) {
-	var v vector
-	for _, c := range loadVectors(t) {
+	var v nodetest.Vector
+	for _, c := range nodetest.LoadVectors(t) {
 		if c.Name == "tron-docs-triggersmartcontract-nile" {
 			v = c
 		}
@@ -140,10 +104,10 @@ func TestBuildTransferReproducesPublishedTransaction(t *testing.T) {
 	if v.Name == "" {
 		t.Fatal("docs vector missing")
 	}
-	ref := BlockHeader{Number: 0x28c3, Timestamp: v.Timestamp - 3000}
+	ref := tron.BlockHeader{Number: 0x28c3, Timestamp: v.Timestamp - 3000}
 	copy(ref.ID[8:16], mustHex(t, v.RefBlockHash))
 	amount, _ := new(big.Int).SetString(v.AmountUnits, 10)
-	env, err := BuildTransfer(TransferParams{
+	env, err := tron.BuildTransfer(tron.TransferParams{
 		Owner:      mustParseHex(t, v.Owner),
 		Contract:   mustParseHex(t, v.Contract),
 		To:         mustParseHex(t, v.To),
@@ -162,7 +126,7 @@ func TestBuildTransferReproducesPublishedTransaction(t *testing.T) {
 	if env.TxIDHex() != v.TxID {
 		t.Fatalf("txid %s, want %s", env.TxIDHex(), v.TxID)
 	}
-	back, err := EnvelopeFromRaw(env.Raw)
+	back, err := tron.EnvelopeFromRaw(env.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,9 +135,9 @@ func TestBuildTransferReproducesPublishedTransaction(t *testing.T) {
 	}
 }
 
-func mustParseHex(t *testing.T, s string) Address {
+func mustParseHex(t *testing.T, s string) tron.Address {
 	t.Helper()
-	a, err := ParseHexAddress(s)
+	a, err := tron.ParseHexAddress(s)
 	if err != nil {
 		t.Fatal(err)
 	}

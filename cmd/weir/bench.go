@@ -341,12 +341,16 @@ type benchRig struct {
 	progress io.Writer
 	eng      *engine
 	sim      *tron.SimNode
-	node     *benchNode
-	signer   tron.Signer
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	tokens   map[string]string
-	log      *slog.Logger
+	node     *tron.Observed // the simulated node, paced by roundTrip and nudgeChain
+	wake     chan struct{}  // a broadcast happened: make a block
+	// rtt is added to every node call (nanoseconds; 0 = none), as the
+	// network between weir and a real node would.
+	rtt    atomic.Int64
+	signer tron.Signer
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	tokens map[string]string
+	log    *slog.Logger
 
 	connsMu sync.Mutex
 	conns   []*nats.Conn
@@ -379,7 +383,8 @@ func startBench(ctx context.Context, cfg benchConfig, dir string, progress io.Wr
 		return nil, err
 	}
 	b := &benchRig{ctx: ctx, cfg: cfg, progress: progress, eng: eng, sim: eng.sim, log: log, tokens: map[string]string{}}
-	b.node = &benchNode{Node: eng.sim, wake: make(chan struct{}, 1)}
+	b.wake = make(chan struct{}, 1)
+	b.node = &tron.Observed{Node: eng.sim, Before: b.roundTrip, After: b.nudgeChain}
 	for _, p := range api.DevPrincipals().All() {
 		b.tokens[p.Name] = p.Token
 	}
@@ -432,19 +437,10 @@ func (b *benchRig) say(format string, args ...any) {
 	fmt.Fprintf(b.progress, "bench: "+format+"\n", args...)
 }
 
-// benchNode is the simulated node, plus a nudge to the chain driver after
-// every broadcast so the next block comes at once.
-type benchNode struct {
-	tron.Node
-	wake chan struct{}
-	// rtt is added to every call (nanoseconds; 0 = none), as the network
-	// between weir and a real node would.
-	rtt atomic.Int64
-}
-
-// roundTrip waits the configured round trip, as a network call would.
-func (n *benchNode) roundTrip(ctx context.Context) error {
-	d := time.Duration(n.rtt.Load())
+// roundTrip waits the configured round trip before a node call, as a
+// network call would (tron.Observed's Before hook).
+func (b *benchRig) roundTrip(ctx context.Context, _ tron.NodeMethod) error {
+	d := time.Duration(b.rtt.Load())
 	if d <= 0 {
 		return nil
 	}
@@ -458,51 +454,16 @@ func (n *benchNode) roundTrip(ctx context.Context) error {
 	}
 }
 
-func (n *benchNode) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.TxStatus{}, err
+// nudgeChain tells the chain driver after every broadcast, so the next
+// block comes at once (tron.Observed's After hook).
+func (b *benchRig) nudgeChain(_ context.Context, m tron.NodeMethod, _ error) {
+	if m != tron.NodeBroadcast {
+		return
 	}
-	return n.Node.Lookup(ctx, txid)
-}
-
-func (n *benchNode) SolidLookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.TxStatus{}, err
-	}
-	return n.Node.SolidLookup(ctx, txid)
-}
-
-func (n *benchNode) Head(ctx context.Context) (tron.BlockHeader, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.BlockHeader{}, err
-	}
-	return n.Node.Head(ctx)
-}
-
-func (n *benchNode) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.BlockHeader{}, err
-	}
-	return n.Node.SolidHead(ctx)
-}
-
-func (n *benchNode) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.BlockHeader{}, err
-	}
-	return n.Node.RefBlock(ctx)
-}
-
-func (n *benchNode) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
-	if err := n.roundTrip(ctx); err != nil {
-		return tron.BroadcastResult{}, err
-	}
-	res, err := n.Node.Broadcast(ctx, tx)
 	select {
-	case n.wake <- struct{}{}:
+	case b.wake <- struct{}{}:
 	default:
 	}
-	return res, err
 }
 
 // driveChain makes a block whenever the pool holds something (at once
@@ -516,7 +477,7 @@ func (b *benchRig) driveChain(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.node.wake:
+		case <-b.wake:
 		case <-t.C:
 		}
 		if b.sim.PendingCount() == 0 {
@@ -782,7 +743,7 @@ func (b *benchRig) run() (*benchReport, error) {
 	// not computing, and show whether they scale without a shared
 	// bottleneck (the claim protocol, the store, the read models).
 	if rttN > 0 {
-		b.node.rtt.Store(int64(cfg.NodeRTT))
+		b.rtt.Store(int64(cfg.NodeRTT))
 		base := cfg.N + 3*perRun + latencyN
 		for k, workers := range []int{1, 2, 4} {
 			lo, hi := base+k*rttN, base+(k+1)*rttN
@@ -796,7 +757,7 @@ func (b *benchRig) run() (*benchReport, error) {
 				m.compare(rep.metric("e2e_rtt_1w_per_s"), "1 worker, same round trip", 2.5)
 			}
 		}
-		b.node.rtt.Store(0)
+		b.rtt.Store(0)
 	}
 
 	// (e) latency under a steady trickle.

@@ -173,7 +173,7 @@ type demoWorld struct {
 	log         *slog.Logger
 	eng         *engine
 	sim         *tron.SimNode
-	node        *demoNode
+	node        *tron.Observed
 	signer      tron.Signer
 	clock       *demoClock
 	ledger      *sagas.Ledger
@@ -206,7 +206,7 @@ func startDemo(ctx context.Context, dir string, memory bool, out io.Writer, log 
 	if memory {
 		d.storageNote = "memory storage"
 	}
-	d.node = &demoNode{Node: eng.sim, calls: map[string]int{}}
+	d.node = tron.NewObserved(eng.sim)
 	if d.signer, err = tron.NewKeySigner(devSigningKey[:]); err != nil {
 		d.close()
 		return nil, err
@@ -384,56 +384,6 @@ func (c *demoClock) Skip(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.skip += d
-}
-
-// demoNode passes every call to the simulated node and counts the calls
-// per worker, so the demo can show a worker that never reached the node.
-type demoNode struct {
-	tron.Node
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (n *demoNode) count(ctx context.Context) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.calls[tron.WorkerFrom(ctx)]++
-}
-
-func (n *demoNode) Calls(worker string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.calls[worker]
-}
-
-func (n *demoNode) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
-	n.count(ctx)
-	return n.Node.Broadcast(ctx, tx)
-}
-
-func (n *demoNode) Lookup(ctx context.Context, id [32]byte) (tron.TxStatus, error) {
-	n.count(ctx)
-	return n.Node.Lookup(ctx, id)
-}
-
-func (n *demoNode) SolidLookup(ctx context.Context, id [32]byte) (tron.TxStatus, error) {
-	n.count(ctx)
-	return n.Node.SolidLookup(ctx, id)
-}
-
-func (n *demoNode) Head(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.Head(ctx)
-}
-
-func (n *demoNode) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.SolidHead(ctx)
-}
-
-func (n *demoNode) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
-	n.count(ctx)
-	return n.Node.RefBlock(ctx)
 }
 
 // worker starts a broadcast worker on a NATS connection of its own, as a

@@ -5,43 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"math/big"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/nodetest"
 )
-
-type txVector struct {
-	Name          string `json:"name"`
-	TxID          string `json:"txid"`
-	RawDataHex    string `json:"raw_data_hex"`
-	Signature     string `json:"signature"`
-	Owner         string `json:"owner"`
-	Contract      string `json:"contract"`
-	To            string `json:"to"`
-	AmountUnits   string `json:"amount_units"`
-	RefBlockBytes string `json:"ref_block_bytes"`
-	RefBlockHash  string `json:"ref_block_hash"`
-	Expiration    int64  `json:"expiration"`
-	Timestamp     int64  `json:"timestamp"`
-	FeeLimit      int64  `json:"fee_limit"`
-}
-
-func loadTxVectors(t *testing.T) []txVector {
-	t.Helper()
-	b, err := os.ReadFile("../../testdata/tron/transactions.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Transactions []txVector `json:"transactions"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.Transactions
-}
 
 func runWeir(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -63,7 +32,7 @@ func base58(t *testing.T, hexAddr string) any {
 }
 
 func TestTxDecodePrintsTheContractFieldsOfRealTransactions(t *testing.T) {
-	for _, v := range loadTxVectors(t) {
+	for _, v := range nodetest.LoadVectors(t) {
 		t.Run(v.Name, func(t *testing.T) {
 			code, stdout, stderr := runWeir(t, "tx", "decode", v.RawDataHex)
 			if code != 0 {
@@ -127,7 +96,7 @@ func mustBig(t *testing.T, s string) *big.Int {
 
 func TestTxRecoverPrintsTheSignerOfRealSignatures(t *testing.T) {
 	n := 0
-	for _, v := range loadTxVectors(t) {
+	for _, v := range nodetest.LoadVectors(t) {
 		if v.Signature == "" {
 			continue
 		}
@@ -151,7 +120,7 @@ func TestTxRecoverPrintsTheSignerOfRealSignatures(t *testing.T) {
 }
 
 func TestTxRecoverReadsFlagsFromTheEnvironment(t *testing.T) {
-	for _, v := range loadTxVectors(t) {
+	for _, v := range nodetest.LoadVectors(t) {
 		if v.Signature == "" {
 			continue
 		}
@@ -166,7 +135,7 @@ func TestTxRecoverReadsFlagsFromTheEnvironment(t *testing.T) {
 }
 
 func TestTxCommandsRefuseBadInput(t *testing.T) {
-	v := loadTxVectors(t)[1]
+	v := nodetest.LoadVectors(t)[1]
 	tests := []struct {
 		name string
 		args []string

@@ -8,35 +8,20 @@ import (
 	"github.com/weir-payouts/weir/tron"
 )
 
-// Method names a tron.Node method, as Balanced routes and records calls.
-type Method string
-
-// The tron.Node methods.
-const (
-	MethodBroadcast              Method = "Broadcast"
-	MethodLookup                 Method = "Lookup"
-	MethodSolidLookup            Method = "SolidLookup"
-	MethodHead                   Method = "Head"
-	MethodSolidHead              Method = "SolidHead"
-	MethodRefBlock               Method = "RefBlock"
-	MethodSolidBlockByNum        Method = "SolidBlockByNum"
-	MethodSolidTxInfosByBlockNum Method = "SolidTxInfosByBlockNum"
-)
-
 // Route picks the backend (an index into Balanced.Backends) that serves the
 // seq-th call (1-based, counted over all methods) of method m. It must be
 // deterministic so a test means the same thing on every run.
-type Route func(seq int, m Method) int
+type Route func(seq int, m tron.NodeMethod) int
 
 // RoundRobin sends call seq to backend (seq-1) mod n.
 func RoundRobin(n int) Route {
-	return func(seq int, _ Method) int { return (seq - 1) % n }
+	return func(seq int, _ tron.NodeMethod) int { return (seq - 1) % n }
 }
 
 // ByMethod sends each method to the backend the map names, the others to
 // backend def.
-func ByMethod(def int, routes map[Method]int) Route {
-	return func(_ int, m Method) int {
+func ByMethod(def int, routes map[tron.NodeMethod]int) Route {
+	return func(_ int, m tron.NodeMethod) int {
 		if b, ok := routes[m]; ok {
 			return b
 		}
@@ -47,7 +32,7 @@ func ByMethod(def int, routes map[Method]int) Route {
 // Routed is one call as Balanced dispatched it.
 type Routed struct {
 	Seq     int
-	Method  Method
+	Method  tron.NodeMethod
 	Backend int
 }
 
@@ -77,7 +62,7 @@ func (b *Balanced) Calls() []Routed {
 	return append([]Routed(nil), b.calls...)
 }
 
-func (b *Balanced) pick(m Method) tron.Node {
+func (b *Balanced) pick(m tron.NodeMethod) tron.Node {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	seq := len(b.calls) + 1
@@ -94,35 +79,35 @@ func (b *Balanced) pick(m Method) tron.Node {
 }
 
 func (b *Balanced) Broadcast(ctx context.Context, tx tron.SignedTx) (tron.BroadcastResult, error) {
-	return b.pick(MethodBroadcast).Broadcast(ctx, tx)
+	return b.pick(tron.NodeBroadcast).Broadcast(ctx, tx)
 }
 
 func (b *Balanced) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
-	return b.pick(MethodLookup).Lookup(ctx, txid)
+	return b.pick(tron.NodeLookup).Lookup(ctx, txid)
 }
 
 func (b *Balanced) SolidLookup(ctx context.Context, txid [32]byte) (tron.TxStatus, error) {
-	return b.pick(MethodSolidLookup).SolidLookup(ctx, txid)
+	return b.pick(tron.NodeSolidLookup).SolidLookup(ctx, txid)
 }
 
 func (b *Balanced) Head(ctx context.Context) (tron.BlockHeader, error) {
-	return b.pick(MethodHead).Head(ctx)
+	return b.pick(tron.NodeHead).Head(ctx)
 }
 
 func (b *Balanced) SolidHead(ctx context.Context) (tron.BlockHeader, error) {
-	return b.pick(MethodSolidHead).SolidHead(ctx)
+	return b.pick(tron.NodeSolidHead).SolidHead(ctx)
 }
 
 func (b *Balanced) RefBlock(ctx context.Context) (tron.BlockHeader, error) {
-	return b.pick(MethodRefBlock).RefBlock(ctx)
+	return b.pick(tron.NodeRefBlock).RefBlock(ctx)
 }
 
 func (b *Balanced) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, error) {
-	return b.pick(MethodSolidBlockByNum).SolidBlockByNum(ctx, num)
+	return b.pick(tron.NodeSolidBlockByNum).SolidBlockByNum(ctx, num)
 }
 
 func (b *Balanced) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
-	return b.pick(MethodSolidTxInfosByBlockNum).SolidTxInfosByBlockNum(ctx, num)
+	return b.pick(tron.NodeSolidTxInfosByBlockNum).SolidTxInfosByBlockNum(ctx, num)
 }
 
 // Lagging is a backend that has seen Sim's chain only up to Behind blocks

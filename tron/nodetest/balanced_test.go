@@ -53,14 +53,14 @@ func TestBalancedRoutesEachCallAsTheRouteSays(t *testing.T) {
 	sim := tron.NewSimNode(tron.SimConfig{Instant: true})
 	sim.Advance(100)
 	lag := &nodetest.Lagging{Sim: sim, Behind: 60}
-	b := nodetest.NewBalanced(nodetest.ByMethod(0, map[nodetest.Method]int{nodetest.MethodSolidBlockByNum: 1}), sim, lag)
+	b := nodetest.NewBalanced(nodetest.ByMethod(0, map[tron.NodeMethod]int{tron.NodeSolidBlockByNum: 1}), sim, lag)
 	if h, err := b.SolidHead(ctx); err != nil || h != sim.CurrentSolidHead() {
 		t.Fatalf("solid head from the up-to-date backend: %+v, %v", h, err)
 	}
 	if _, err := b.SolidBlockByNum(ctx, sim.CurrentSolidHead().Number); !errors.Is(err, tron.ErrBlockNotSolid) {
 		t.Fatalf("block from the lagging backend: %v", err)
 	}
-	want := []nodetest.Routed{{1, nodetest.MethodSolidHead, 0}, {2, nodetest.MethodSolidBlockByNum, 1}}
+	want := []nodetest.Routed{{1, tron.NodeSolidHead, 0}, {2, tron.NodeSolidBlockByNum, 1}}
 	got := b.Calls()
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("calls %+v, want %+v", got, want)

@@ -6,7 +6,9 @@
 // It also holds the node wrappers tests put in front of a SimNode: Lagging
 // (a backend that has seen the chain only up to some blocks ago) and
 // Balanced (a load balancer routing each call, deterministically, to one of
-// several backends), for the proofs that must hold behind hosted endpoints.
+// several backends), for the proofs that must hold behind hosted endpoints;
+// and LoadVectors, the one loader of the real transactions in
+// testdata/tron/transactions.json for the tron and cmd/weir tests.
 //
 // It is test support only: import it from _test.go files. It must not grow
 // helpers the production code depends on.

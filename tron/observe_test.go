@@ -1,0 +1,68 @@
+package tron_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/weir-payouts/weir/tron"
+)
+
+// Every Node method is counted for the worker that made it, and Before can
+// keep a call from ever reaching the node.
+func TestObservedCountsEveryMethodPerWorkerAndBeforeCanRefuse(t *testing.T) {
+	sim := tron.NewSimNode(tron.SimConfig{Instant: true})
+	sim.Advance(3)
+	var seen []tron.NodeMethod
+	var afterErrs int
+	refuse := errors.New("no network")
+	o := &tron.Observed{
+		Node: sim,
+		Before: func(ctx context.Context, m tron.NodeMethod) error {
+			seen = append(seen, m)
+			if tron.WorkerFrom(ctx) == "offline" {
+				return refuse
+			}
+			return nil
+		},
+		After: func(_ context.Context, _ tron.NodeMethod, err error) {
+			if err != nil {
+				afterErrs++
+			}
+		},
+	}
+	ctx := tron.WithWorker(context.Background(), "w1")
+	var txid [32]byte
+	_, _ = o.Broadcast(ctx, tron.SignedTx{Raw: []byte{1}})
+	_, _ = o.Lookup(ctx, txid)
+	_, _ = o.SolidLookup(ctx, txid)
+	_, _ = o.Head(ctx)
+	_, _ = o.SolidHead(ctx)
+	_, _ = o.RefBlock(ctx)
+	_, _ = o.SolidBlockByNum(ctx, 1)
+	_, _ = o.SolidTxInfosByBlockNum(ctx, 1)
+	want := []tron.NodeMethod{tron.NodeBroadcast, tron.NodeLookup, tron.NodeSolidLookup, tron.NodeHead,
+		tron.NodeSolidHead, tron.NodeRefBlock, tron.NodeSolidBlockByNum, tron.NodeSolidTxInfosByBlockNum}
+	if len(seen) != len(want) {
+		t.Fatalf("hooks saw %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("hooks saw %v, want %v", seen, want)
+		}
+	}
+	if o.Calls("w1") != 8 || o.Calls("w2") != 0 {
+		t.Fatalf("calls w1=%d w2=%d, want 8 and 0", o.Calls("w1"), o.Calls("w2"))
+	}
+	if len(sim.BroadcastLog()) != 1 {
+		t.Fatalf("broadcast log %d, want the one call", len(sim.BroadcastLog()))
+	}
+	off := tron.WithWorker(context.Background(), "offline")
+	if _, err := o.Broadcast(off, tron.SignedTx{Raw: []byte{1}}); !errors.Is(err, refuse) {
+		t.Fatalf("refused broadcast: %v", err)
+	}
+	if len(sim.BroadcastLog()) != 1 || o.Calls("offline") != 1 || o.Total() != 9 || afterErrs != 1 {
+		t.Fatalf("refused call reached the node (log %d) or was not counted (offline %d, total %d, after errs %d)",
+			len(sim.BroadcastLog()), o.Calls("offline"), o.Total(), afterErrs)
+	}
+}
