@@ -176,6 +176,7 @@ func (s *Store) decode(k Key, m *storedMsg, em eventMeta) (Record, error) {
 		StoredSchema:     em.schema,
 		AggregateVersion: em.version,
 		Sequence:         m.Sequence,
+		PrevSequence:     em.prevSeq,
 		Time:             m.Time.UTC(),
 		Payload:          payload,
 	}, nil

@@ -105,6 +105,7 @@ type Record struct {
 	StoredSchema     int // schema the event was written with
 	AggregateVersion uint64
 	Sequence         uint64    // stream sequence
+	PrevSequence     uint64    // stream sequence of the aggregate's previous event, as the event's back-pointer says (0 for version 1)
 	Time             time.Time // server timestamp, UTC
 	Payload          json.RawMessage
 }

@@ -65,7 +65,12 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"(available + reserved + settled = credits) and each reservation against its withdrawal;\n"+
 			"with a reachable --tron-node, that confirmed txids are on chain with SUCCESS and no\n"+
 			"retired txid is. ID prints the withdrawal's timeline; --all checks everything.\n"+
-			"Exit 0 when every check holds, 1 naming each violation (withdrawal, event version, what).", stderr)
+			"An event that cannot be read, a broken back-pointer or a version gap is a violation named\n"+
+			"by its stream sequence; the audit goes on with everything else. ID also runs the checks\n"+
+			"across streams that concern it (its txids written by no other withdrawal, no reservation\n"+
+			"for it on another account).\n"+
+			"Exit 0 when every check holds, 1 naming each violation (withdrawal, event version, what),\n"+
+			"2 when the audit could not run (cannot connect, not authorised, no such withdrawal).", stderr)
 	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server holding weir's event log")
 	fs.String("token", "", "accepted for symmetry with the other commands (the audit reads the log directly)")
 	all := fs.Bool("all", false, "audit every withdrawal, every account and the global invariants")
@@ -85,14 +90,32 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
-	nc, err := nats.Connect(*natsURL, nats.Name("weir-audit"), nats.Timeout(*timeout), nats.MaxReconnects(0))
+	// A permission the server refuses surfaces as an asynchronous error,
+	// and the request it refused would only time out: end the run at once
+	// with the refusal as the cause.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	// Exit 2, not 1: "could not run" must never read as "violation found".
+	couldNotRun := func(err error) error {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		fmt.Fprintf(stderr, "weir audit: could not run: %v\n", err)
+		return exitError{2}
+	}
+	nc, err := nats.Connect(*natsURL, nats.Name("weir-audit"), nats.Timeout(*timeout), nats.MaxReconnects(0),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				refused(fmt.Errorf("not authorised to read the event log: %w", err))
+			}
+		}))
 	if err != nil {
-		return fmt.Errorf("cannot connect to NATS at %s: %w", *natsURL, err)
+		return couldNotRun(fmt.Errorf("cannot connect to NATS at %s: %w", *natsURL, err))
 	}
 	defer nc.Close()
 	store, err := openStoreForAudit(ctx, nc)
 	if err != nil {
-		return err
+		return couldNotRun(err)
 	}
 	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace}
 	if *node != "" {
@@ -108,13 +131,13 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rep, err = audit.Withdrawal(ctx, store, pos[0], opts)
 	}
 	if err != nil {
-		return err
+		return couldNotRun(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			return err
+			return couldNotRun(err)
 		}
 	} else {
 		printAuditReport(stdout, rep)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
@@ -90,15 +92,44 @@ func TestAuditRefusesBadArguments(t *testing.T) {
 	code, out, errOut = s.weir(t, "audit", "x", "--all")
 	wantCode(t, code, 2, out, errOut)
 	code, out, errOut = s.weir(t, "audit", "not-a-uuid")
-	wantCode(t, code, 1, out, errOut)
-	wantContains(t, "bad id", errOut, "not a withdrawal id")
+	wantCode(t, code, 2, out, errOut)
+	wantContains(t, "bad id", errOut, "could not run", "not a withdrawal id")
 	code, out, errOut = s.weir(t, "audit", uuid.NewString())
-	wantCode(t, code, 1, out, errOut)
-	wantContains(t, "unknown id", errOut, "not found")
+	wantCode(t, code, 2, out, errOut)
+	wantContains(t, "unknown id", errOut, "could not run", "not found")
 	// An empty log passes.
 	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "")
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "empty log", out, "audited 0 withdrawal(s)", "OK")
+}
+
+// TestAuditExitsTwoWhenItCannotRun: no NATS there, or a NATS user not
+// allowed to read the log, is "could not run" (2), never "violation" (1).
+func TestAuditExitsTwoWhenItCannotRun(t *testing.T) {
+	code, out, errOut := runWeir(t, "audit", "--all", "--nats-url", "nats://127.0.0.1:1", "--tron-node", "")
+	wantCode(t, code, 2, out, errOut)
+	wantContains(t, "no server", errOut, "could not run", "cannot connect")
+
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{{Username: "nobody", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Deny: []string{"$JS.>"}},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	url := fmt.Sprintf("nats://nobody:pw@%s", srv.Addr())
+	start := time.Now()
+	code, out, errOut = runWeir(t, "audit", "--all", "--nats-url", url, "--tron-node", "")
+	wantCode(t, code, 2, out, errOut)
+	wantContains(t, "not authorised", errOut, "could not run: not authorised")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %s to notice the refusal", d)
+	}
 }
 
 // TestProgressDrawsOnlyOnATerminal: a buffer (or a pipe) gets nothing; a

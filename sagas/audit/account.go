@@ -122,8 +122,9 @@ func (a *auditor) checkReservation(wa *Replay, accounts map[string]accountAudit)
 }
 
 // checkOrphanReservations: every reservation on an account belongs to a
-// withdrawal of that account (--all only).
-func (a *auditor) checkOrphanReservations(accounts map[string]accountAudit, withdrawals map[string]*Replay) {
+// withdrawal of that account. With only set, just the reservations for
+// that withdrawal are judged (withdrawals then holds it alone).
+func (a *auditor) checkOrphanReservations(accounts map[string]accountAudit, withdrawals map[string]*Replay, only string) {
 	ids := make([]string, 0, len(accounts))
 	for id := range accounts {
 		ids = append(ids, id)
@@ -131,13 +132,16 @@ func (a *auditor) checkOrphanReservations(accounts map[string]accountAudit, with
 	sort.Strings(ids)
 	for _, id := range ids {
 		for _, r := range accounts[id].Account.Reservations() {
+			if only != "" && r.WithdrawalID != only {
+				continue
+			}
 			wa, ok := withdrawals[r.WithdrawalID]
 			switch {
 			case !ok:
 				a.add(Finding{Severity: Violation, Check: "reservation", Account: id,
 					What: fmt.Sprintf("reservation of %s (%s) for withdrawal %s, which does not exist", r.Amount, r.Status, r.WithdrawalID)})
 			case wa.w.Account != id:
-				a.add(Finding{Severity: Violation, Check: "reservation", Account: id,
+				a.add(Finding{Severity: Violation, Check: "reservation", Account: id, Withdrawal: only,
 					What: fmt.Sprintf("reservation for withdrawal %s, which draws on account %s", r.WithdrawalID, wa.w.Account)})
 			}
 		}

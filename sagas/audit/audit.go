@@ -105,83 +105,54 @@ func (a *auditor) finish(r *Report, start time.Time) {
 func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, error) {
 	opts.defaults()
 	start := time.Now()
-	end, err := store.LastSequence(ctx)
+	c, err := readLog(ctx, store, "", opts.Progress)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
-	var (
-		order      []string
-		byW        = map[string][]eventstore.Record{}
-		byA        = map[string][]eventstore.Record{}
-		policyRecs []eventstore.Record
-		foreign    []eventstore.Record
-	)
-	opts.Progress.Start("reading log", int(end))
-	cut, err := store.ReadAll(ctx, 1, "", func(r eventstore.Record) error {
-		switch r.Key.Type {
-		case projections.TypeWithdrawal:
-			if _, ok := byW[r.Key.ID]; !ok {
-				order = append(order, r.Key.ID)
-			}
-			byW[r.Key.ID] = append(byW[r.Key.ID], r)
-		case projections.TypeAccount:
-			byA[r.Key.ID] = append(byA[r.Key.ID], r)
-		case projections.TypePolicy:
-			if r.Key.ID == projections.PolicyStreamID {
-				policyRecs = append(policyRecs, r)
-			} else {
-				foreign = append(foreign, r)
-			}
-		default:
-			foreign = append(foreign, r)
-		}
-		opts.Progress.Set(int(r.Sequence))
-		return nil
-	})
-	opts.Progress.Done()
-	if err != nil {
-		return nil, fmt.Errorf("audit: reading the event log: %w", err)
-	}
-
 	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(policyRecs, a.add)
-	for _, r := range foreign {
+	a.policies = buildPolicyHistory(c.policy, a.add)
+	report := &Report{Scope: "all", StreamSequence: c.end, States: map[string]int{}, Events: c.events}
+	for _, k := range sortedKeys(c.faults) {
+		if k.Type != projections.TypeWithdrawal || len(c.byW[k.ID]) == 0 {
+			a.findings = append(a.findings, c.faults[k]...)
+		}
+	}
+	for _, r := range c.foreign {
 		a.add(Finding{Severity: Warning, Check: "stream", Version: r.AggregateVersion, Sequence: r.Sequence, Event: r.Type,
 			What: fmt.Sprintf("event on subject of %s/%s, which weir does not write", r.Key.Type, r.Key.ID)})
 	}
-	report := &Report{Scope: "all", StreamSequence: cut, States: map[string]int{}}
 
 	accounts := map[string]accountAudit{}
-	accountIDs := make([]string, 0, len(byA))
-	for id := range byA {
+	accountIDs := make([]string, 0, len(c.byA))
+	for id := range c.byA {
 		accountIDs = append(accountIDs, id)
 	}
 	sort.Strings(accountIDs)
 	for _, id := range accountIDs {
-		accounts[id] = a.auditAccount(id, byA[id])
-		report.Events += len(byA[id])
+		accounts[id] = a.auditAccount(id, c.byA[id])
 	}
 
 	// Withdrawals are independent of each other: replay them in parallel
 	// (envelope hashing and signature recovery dominate), then merge the
 	// findings in log order.
-	was := make([]*Replay, len(order))
+	was := make([]*Replay, len(c.order))
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 		done int
 	)
-	opts.Progress.Start("withdrawals", len(order))
-	for range max(1, min(runtime.GOMAXPROCS(0), len(order))) {
+	opts.Progress.Start("withdrawals", len(c.order))
+	for range max(1, min(runtime.GOMAXPROCS(0), len(c.order))) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(order) {
+				if i >= len(c.order) {
 					return
 				}
-				id := order[i]
-				wa := a.auditWithdrawal(id, byW[id])
+				id := c.order[i]
+				wa := a.auditWithdrawal(id, c.byW[id])
+				wa.addChecks(c.faultsOf(projections.TypeWithdrawal, id))
 				a.checkReservation(wa, accounts)
 				was[i] = wa
 				mu.Lock()
@@ -193,26 +164,25 @@ func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, e
 	}
 	wg.Wait()
 	opts.Progress.Done()
-	byID := make(map[string]*Replay, len(order))
-	for i, wa := range was {
+	byID := make(map[string]*Replay, len(c.order))
+	for _, wa := range was {
 		a.findings = append(a.findings, wa.found...)
 		byID[wa.ID] = wa
 		report.States[string(wa.State)]++
-		report.Events += len(byW[order[i]])
 	}
-	clear(byW)
-	a.checkOrphanReservations(accounts, byID)
+	a.checkOrphanReservations(accounts, byID, "")
 	a.checkDuplicateTxIDs(was)
 	report.Chain = a.checkChain(ctx, opts.Node, opts.NodeURL, opts.NodeTimeout, was, opts.Progress)
 	report.Withdrawals, report.Accounts = len(was), len(accounts)
-	report.Events += len(policyRecs) + len(foreign)
 	a.finish(report, start)
 	return report, nil
 }
 
-// Withdrawal audits one withdrawal: its stream, the policy stream and its
-// accounts, all read as of one stream sequence so they are a consistent
-// cut, and its txids against the chain. The report carries its timeline.
+// Withdrawal audits one withdrawal: its stream, the policy stream and the
+// accounts it touches, all from one pass over the log (a consistent cut),
+// the cross-stream checks that concern it — a txid it wrote ahead that
+// another withdrawal wrote too, a reservation for it on another account —
+// and its txids against the chain. The report carries its timeline.
 func Withdrawal(ctx context.Context, store *eventstore.Store, id string, opts Options) (*Report, error) {
 	opts.defaults()
 	start := time.Now()
@@ -220,56 +190,95 @@ func Withdrawal(ctx context.Context, store *eventstore.Store, id string, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q", ErrNotWithdrawalID, id)
 	}
-	cut, err := store.LastSequence(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-	load := func(typ, id string) ([]eventstore.Record, error) {
-		recs, _, err := store.Load(ctx, eventstore.Key{Type: typ, ID: id})
-		if err != nil {
-			return nil, fmt.Errorf("audit: %w", err)
-		}
-		n := sort.Search(len(recs), func(i int) bool { return recs[i].Sequence > cut })
-		return recs[:n], nil
-	}
-	recs, err := load(projections.TypeWithdrawal, canon)
+	c, err := readLog(ctx, store, canon, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 {
+	recs := c.byW[canon]
+	faults := c.faultsOf(projections.TypeWithdrawal, canon)
+	if len(recs) == 0 && len(faults) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, canon)
 	}
-	policyRecs, err := load(projections.TypePolicy, projections.PolicyStreamID)
-	if err != nil {
-		return nil, err
-	}
 	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(policyRecs, a.add)
-	report := &Report{Scope: "withdrawal", StreamSequence: cut, States: map[string]int{}, Withdrawals: 1}
+	a.policies = buildPolicyHistory(c.policy, a.add)
+	a.findings = append(a.findings, c.faultsOf(projections.TypePolicy, projections.PolicyStreamID)...)
+	report := &Report{Scope: "withdrawal", StreamSequence: c.end, States: map[string]int{}, Withdrawals: 1}
 	wa := a.auditWithdrawal(canon, recs)
+	wa.addChecks(faults)
 	report.Withdrawal = wa
 	report.States[string(wa.State)] = 1
-	report.Events = len(recs) + len(policyRecs)
+	report.Events = len(recs) + len(c.policy)
 
+	// Its accounts, and every account holding a reservation for it.
+	touched := []string{wa.w.Account, wa.w.Route.Account()}
+	for _, acc := range sortedAccounts(c.byA) {
+		if reservesFor(c.byA[acc], canon) {
+			touched = append(touched, acc)
+		}
+	}
 	accounts := map[string]accountAudit{}
-	for _, acc := range []string{wa.w.Account, wa.w.Route.Account()} {
+	for _, acc := range touched {
 		if acc == "" || aggregate.ValidateAccountID(acc) != nil {
 			continue
 		}
 		if _, done := accounts[acc]; done {
 			continue
 		}
-		arecs, err := load(projections.TypeAccount, acc)
-		if err != nil {
-			return nil, err
-		}
-		accounts[acc] = a.auditAccount(acc, arecs)
-		report.Events += len(arecs)
+		accounts[acc] = a.auditAccount(acc, c.byA[acc])
+		a.findings = append(a.findings, c.faultsOf(projections.TypeAccount, acc)...)
+		report.Events += len(c.byA[acc])
 	}
 	report.Accounts = len(accounts)
 	a.checkReservation(wa, accounts)
+	a.checkOrphanReservations(accounts, map[string]*Replay{canon: wa}, canon)
+	a.checkTxIDsAgainst(wa, c.others)
 	a.findings = append(a.findings, wa.found...)
 	report.Chain = a.checkChain(ctx, opts.Node, opts.NodeURL, opts.NodeTimeout, []*Replay{wa}, opts.Progress)
 	a.finish(report, start)
 	return report, nil
+}
+
+// addChecks files findings about the stream as a whole under the replay.
+func (wa *Replay) addChecks(fs []Finding) {
+	wa.Checks = append(wa.Checks, fs...)
+	wa.found = append(wa.found, fs...)
+}
+
+// reservesFor reports whether an account stream holds a reservation event
+// for withdrawal id.
+func reservesFor(recs []eventstore.Record, id string) bool {
+	for _, r := range recs {
+		if r.Type != aggregate.EventAccountReserved {
+			continue
+		}
+		if e, err := aggregate.DecodeAccountEvent(r.Type, r.Payload); err == nil {
+			if ev, ok := e.(aggregate.AccountReserved); ok && ev.WithdrawalID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sortedAccounts(m map[string][]eventstore.Record) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func sortedKeys(m map[eventstore.Key][]Finding) []eventstore.Key {
+	keys := make([]eventstore.Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Type != keys[j].Type {
+			return keys[i].Type < keys[j].Type
+		}
+		return keys[i].ID < keys[j].ID
+	})
+	return keys
 }

@@ -153,3 +153,14 @@ func (a *auditor) checkDuplicateTxIDs(was []*Replay) {
 		}
 	}
 }
+
+// checkTxIDsAgainst: no txid the withdrawal wrote ahead was written ahead
+// by another withdrawal too (others: txid -> first other writer).
+func (a *auditor) checkTxIDsAgainst(wa *Replay, others map[string]txidOwner) {
+	for _, r := range wa.txids {
+		if o, ok := others[r.TxID]; ok {
+			wa.addChecks([]Finding{{Severity: Violation, Check: "txid", Withdrawal: wa.ID, Version: r.Version,
+				What: fmt.Sprintf("txid %s is also written ahead by withdrawal %s (event %d, stream sequence %d): the chain executes it once", r.TxID, o.ID, o.Version, o.Sequence)}})
+		}
+	}
+}

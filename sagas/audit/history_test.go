@@ -12,14 +12,18 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
@@ -72,7 +76,8 @@ func (c *chainFixture) envelope(t *testing.T, w aggregate.Withdrawal) (aggregate
 // appends forged events around them (eventstore.Append).
 type history struct {
 	t      *testing.T
-	nc     interface{ Close() }
+	srv    *eventstoretest.Server
+	nc     *nats.Conn
 	store  *eventstore.Store
 	repo   *sagas.Repo
 	ledger *sagas.Ledger
@@ -83,23 +88,12 @@ type history struct {
 
 func newHistory(t *testing.T) *history {
 	t.Helper()
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(t.Context(), nc, eventstore.Config{Memory: true}, projections.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := eventstoretest.Start(t)
+	nc := srv.Conn()
+	store := srv.StoreOn(t.Context(), nc, projections.NewRegistry())
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	h := &history{t: t, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t)}
+	h := &history{t: t, srv: srv, nc: nc, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t)}
 	h.credit("acme", "seed", "1000000")
 	return h
 }
@@ -360,4 +354,49 @@ func wantViolation(t *testing.T, r *audit.Report, id string, version uint64, wha
 		}
 	}
 	t.Fatalf("no violation on %s event %d containing %q; violations:\n%s", id, version, what, findingsText(r.Violations))
+}
+
+// forgeRaw publishes an event on k's stream with the headers the store
+// writes, but with the back-pointer and version given: what only a writer
+// bypassing the store could produce. The server's own concurrency check
+// still passes (it expects the subject's real last sequence).
+func (h *history) forgeRaw(k eventstore.Key, e interface{ EventType() string }, version, prevSeq uint64) uint64 {
+	h.t.Helper()
+	_, pos, err := h.store.Load(h.t.Context(), k)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m := nats.NewMsg(h.store.Subject(k))
+	m.Data = data
+	m.Header.Set(eventstore.HeaderEventID, eventstore.NewEventID())
+	m.Header.Set(eventstore.HeaderEventType, e.EventType())
+	m.Header.Set(eventstore.HeaderSchema, strconv.Itoa(aggregate.EventSchemaVersion))
+	m.Header.Set(eventstore.HeaderVersion, strconv.FormatUint(version, 10))
+	m.Header.Set(eventstore.HeaderPrevSeq, strconv.FormatUint(prevSeq, 10))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(pos.Sequence, 10))
+	js, err := jetstream.New(h.nc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ack, err := js.PublishMsg(h.t.Context(), m)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// wantFinding asserts a violation of check whose text contains what, at
+// the stream sequence given (0: any).
+func wantFinding(t *testing.T, r *audit.Report, check string, seq uint64, what string) {
+	t.Helper()
+	for _, f := range r.Violations {
+		if f.Check == check && (seq == 0 || f.Sequence == seq) && strings.Contains(f.What, what) {
+			return
+		}
+	}
+	t.Fatalf("no %s violation at sequence %d containing %q; violations:\n%s", check, seq, what, findingsText(r.Violations))
 }

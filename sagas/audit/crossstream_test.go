@@ -1,0 +1,82 @@
+package audit_test
+
+import (
+	"testing"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
+)
+
+// TestAuditOfOneWithdrawalRunsTheCrossStreamChecks: `audit ID` sees what
+// only other streams can show — its txid written ahead by another
+// withdrawal too, a reservation for it on an account it does not draw on —
+// as `audit --all` does.
+func TestAuditOfOneWithdrawalRunsTheCrossStreamChecks(t *testing.T) {
+	h := newHistory(t)
+	first := h.request("10")
+	h.approve(first, "bob")
+	h.route(first, external(t))
+	w, _ := h.build(first, h.policy())
+
+	// A second withdrawal of the same amount to the same payee writes ahead
+	// the first one's envelope: same bytes, same txid.
+	second := h.request("10")
+	h.approve(second, "bob")
+	h.route(second, external(t))
+	h.forge(second, aggregate.EnvelopeBuilt{Attempt: 1, Envelope: w.Envelope, PolicyVersion: h.policy().Version, At: h.at()}) // v5
+
+	// A third is reserved on its own account and, forged, on another.
+	third := h.request("5")
+	h.credit("other", "seed", "100")
+	if _, _, err := h.repo.UpdateAccount(t.Context(), "other", aggregate.Reserve{Account: "other", WithdrawalID: third, Amount: aggregate.MustParseAmount(aggregate.USDT, "5"), At: h.at()}); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := h.one(second, false)
+	wantViolation(t, rep, second, 5, "is also written ahead by withdrawal "+first)
+	rep = h.one(first, false)
+	wantViolation(t, rep, first, 5, "is also written ahead by withdrawal "+second)
+	rep = h.one(third, false)
+	wantFinding(t, rep, "reservation", 0, "reservation for withdrawal "+third+", which draws on account acme")
+	if rep.Accounts != 2 {
+		t.Fatalf("audited %d accounts, want acme and other", rep.Accounts)
+	}
+
+	all := h.all(false)
+	wantViolation(t, all, second, 5, "was already written ahead by withdrawal "+first)
+	wantFinding(t, all, "reservation", 0, "reservation for withdrawal "+third+", which draws on account acme")
+}
+
+// TestAuditNamesABrokenBackPointerAndGoesOn: an event whose version is
+// right but whose Weir-Prev-Seq points elsewhere is a violation named by
+// its stream sequence, under `audit --all` and `audit ID` alike; the rest
+// of the log is still audited.
+func TestAuditNamesABrokenBackPointerAndGoesOn(t *testing.T) {
+	h := newHistory(t)
+	id := h.request("10") // v1 requested, v2 funds_reserved
+	clean := h.request("11")
+	k := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
+	recs, _, err := h.store.Load(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := h.forgeRaw(k, aggregate.Rejected{Reason: "cancelled", By: "alice", At: h.at()}, 3, recs[0].Sequence)
+	h.approve(clean, "bob")
+
+	all := h.all(false)
+	wantFinding(t, all, "stream", seq, "back-pointer (Weir-Prev-Seq) names stream sequence")
+	for _, f := range all.Violations {
+		if f.Withdrawal == clean {
+			t.Fatalf("the clean withdrawal was blamed: %+v", f)
+		}
+	}
+	if all.Withdrawals != 2 || all.States["approved"] != 1 {
+		t.Fatalf("the rest was not audited: %d withdrawals, states %v", all.Withdrawals, all.States)
+	}
+	one := h.one(id, false)
+	wantFinding(t, one, "stream", seq, "back-pointer")
+	if one.Withdrawal.State != aggregate.StateRejected {
+		t.Fatalf("the stream was not replayed past the bad pointer: %s", one.Withdrawal.State)
+	}
+}
