@@ -16,8 +16,10 @@
 //     audit (CheckTransition, Audit) and State.IsTerminal all read it, so
 //     there is no second copy to drift. Audit replays a stored stream through
 //     the same rules Decide applies, for `weir audit`.
-//   - Exact money: Amount is an integer number of base units (math/big) with
-//     the number of decimals of its asset; nothing here ever touches a float.
+//   - Exact money: Amount is a shopspring decimal held at its asset's scale
+//     (the coefficient is the integer number of base units); weir adds only
+//     the rules around it (the narrow string grammar, scale, > 0, the asset's
+//     maximum). Nothing here ever touches a float.
 //
 // What it must not do: perform I/O, read the clock (every command carries its
 // own time, supplied by the caller from a clock or from the chain), know about

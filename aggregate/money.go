@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math/big"
 	"strings"
+
+	"github.com/shopspring/decimal"
 )
 
 // Asset is something weir pays out. Decimals fixes the size of one base unit
@@ -21,7 +23,7 @@ type Asset struct {
 // 32-byte amount word of a TRC-20 transfer can carry (2^256 - 1 units): beyond
 // it an amount cannot be encoded at all. Operational limits are configured
 // with WithMax.
-var USDT = Asset{Code: "USDT-TRC20", Decimals: 6, Max: Amount{units: maxUint256(), decimals: 6}}
+var USDT = Asset{Code: "USDT-TRC20", Decimals: 6, Max: newAmount(maxUint256(), 6)}
 
 func maxUint256() *big.Int {
 	m := new(big.Int).Lsh(big.NewInt(1), 256)
@@ -52,16 +54,15 @@ func (as Asset) WithMax(max Amount) Asset {
 }
 
 // Zero is the zero amount of the asset.
-func (as Asset) Zero() Amount { return Amount{decimals: as.Decimals} }
+func (as Asset) Zero() Amount { return newAmount(new(big.Int), as.Decimals) }
 
 // admit pins a to the asset's scale and applies the rules every amount that
 // leaves must satisfy: exactly representable, greater than zero, at most Max.
 func (as Asset) admit(field string, a Amount) (Amount, error) {
-	units, ok := rescale(a.bigUnits(), a.decimals, as.Decimals)
-	if !ok {
-		return Amount{}, newError(CodeInvalidAmount, field, "too many decimal places: %s allows %d", as.Code, as.Decimals)
+	out, err := a.in(field, as)
+	if err != nil {
+		return Amount{}, err
 	}
-	out := Amount{units: units, decimals: as.Decimals}
 	if out.Sign() <= 0 {
 		return Amount{}, newError(CodeInvalidAmount, field, "must be greater than zero")
 	}
@@ -71,14 +72,19 @@ func (as Asset) admit(field string, a Amount) (Amount, error) {
 	return out, nil
 }
 
-// Amount is an exact quantity of money: an integer number of base units and
-// the number of decimals one unit stands for. It is a value: the big.Int
-// inside is never mutated after construction and never handed out (Units
-// returns a copy), so copies of an Amount can be shared freely. The zero
-// value is zero. Compare with Cmp or Equal, never with ==.
+// Amount is an exact quantity of money: a shopspring decimal whose exponent
+// is minus the number of decimals one base unit stands for, so the
+// coefficient is the integer number of base units. It is a value (decimal
+// never mutates its operands, and Units hands out a copy), so copies of an
+// Amount can be shared freely. The zero value is zero. Compare with Cmp or
+// Equal, never with ==. Nothing here converts to or from a float.
 type Amount struct {
-	units    *big.Int // nil means zero
-	decimals int
+	d decimal.Decimal
+}
+
+// newAmount is units base units at a scale of decimals (units is copied).
+func newAmount(units *big.Int, decimals int) Amount {
+	return Amount{d: decimal.NewFromBigInt(units, -int32(decimals))}
 }
 
 // maxAmountLen bounds the text we are willing to parse; far above any real
@@ -100,14 +106,11 @@ const maxAmountLen = 100
 // asset's Max are refused. Every refusal is an invalid_amount error with field
 // "amount".
 func ParseAmount(as Asset, s string) (Amount, error) {
-	units, frac, err := parseDecimal("amount", s)
+	a, err := parseDecimal("amount", s)
 	if err != nil {
 		return Amount{}, err
 	}
-	if frac > as.Decimals {
-		return Amount{}, newError(CodeInvalidAmount, "amount", "too many decimal places: %s allows %d", as.Code, as.Decimals)
-	}
-	return as.admit("amount", Amount{units: units, decimals: frac})
+	return as.admit("amount", a)
 }
 
 // ParseAmountJSON is ParseAmount for a raw JSON value: the amount must be a
@@ -140,7 +143,7 @@ func FromUnits(as Asset, units *big.Int) (Amount, error) {
 	if units.Sign() < 0 {
 		return Amount{}, newError(CodeInvalidAmount, "amount_units", "negative")
 	}
-	a := Amount{units: new(big.Int).Set(units), decimals: as.Decimals}
+	a := newAmount(units, as.Decimals)
 	if !as.Max.IsZero() && a.Cmp(as.Max) > 0 {
 		return Amount{}, newError(CodeInvalidAmount, "amount_units", "above the maximum of %s %s", as.Max.String(), as.Code)
 	}
@@ -150,22 +153,23 @@ func FromUnits(as Asset, units *big.Int) (Amount, error) {
 // FromUnitsString is FromUnits for a string of ASCII digits (no sign, no
 // leading zeros), the form amount_units takes in JSON.
 func FromUnitsString(as Asset, s string) (Amount, error) {
-	units, frac, err := parseDecimal("amount_units", s)
+	a, err := parseDecimal("amount_units", s)
 	if err != nil {
 		return Amount{}, err
 	}
-	if frac != 0 {
+	if a.Decimals() != 0 {
 		return Amount{}, newError(CodeInvalidAmount, "amount_units", "base units are an integer")
 	}
-	return FromUnits(as, units)
+	return FromUnits(as, a.d.Coefficient())
 }
 
-// parseDecimal reads the grammar documented on ParseAmount and returns the
-// digits as an integer plus the number of fraction digits. Zero is accepted
-// here; callers decide whether zero means anything.
-func parseDecimal(field, s string) (*big.Int, int, error) {
-	bad := func(format string, args ...any) (*big.Int, int, error) {
-		return nil, 0, newError(CodeInvalidAmount, field, format, args...)
+// parseDecimal checks the grammar documented on ParseAmount (decimal's own
+// parser is far more lenient: exponents, signs, ".5") and then lets decimal
+// read the digits; the scale is the number of fraction digits written. Zero
+// is accepted here; callers decide whether zero means anything.
+func parseDecimal(field, s string) (Amount, error) {
+	bad := func(format string, args ...any) (Amount, error) {
+		return Amount{}, newError(CodeInvalidAmount, field, format, args...)
 	}
 	if s == "" {
 		return bad("empty")
@@ -206,11 +210,11 @@ func parseDecimal(field, s string) (*big.Int, int, error) {
 	case len(intPart) > 1 && intPart[0] == '0':
 		return bad("leading zeros are not allowed")
 	}
-	units, ok := new(big.Int).SetString(intPart+fracPart, 10)
-	if !ok {
+	d, err := decimal.NewFromString(s)
+	if err != nil || d.Exponent() != -int32(len(fracPart)) {
 		return bad("not a decimal number")
 	}
-	return units, len(fracPart), nil
+	return Amount{d: d}, nil
 }
 
 // jsonDecimalString extracts the string from a raw JSON value that must be a
@@ -233,118 +237,55 @@ func jsonDecimalString(field string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-var bigTen = big.NewInt(10)
-
-func pow10(n int) *big.Int { return new(big.Int).Exp(bigTen, big.NewInt(int64(n)), nil) }
-
-// rescale expresses units at scale from as units at scale to; ok is false
-// when that would drop non-zero digits.
-func rescale(units *big.Int, from, to int) (*big.Int, bool) {
-	switch {
-	case from == to:
-		return new(big.Int).Set(units), true
-	case to > from:
-		return new(big.Int).Mul(units, pow10(to-from)), true
-	}
-	q, r := new(big.Int).QuoRem(units, pow10(from-to), new(big.Int))
-	return q, r.Sign() == 0
-}
-
-var bigZero = new(big.Int)
-
-func (a Amount) bigUnits() *big.Int {
-	if a.units == nil {
-		return bigZero
-	}
-	return a.units
-}
-
 // Units returns a copy of the base units.
-func (a Amount) Units() *big.Int { return new(big.Int).Set(a.bigUnits()) }
+func (a Amount) Units() *big.Int { return a.d.Coefficient() }
 
 // UnitsString is the base units in decimal digits ("12500000" for 12.5 USDT).
-func (a Amount) UnitsString() string { return a.bigUnits().String() }
+func (a Amount) UnitsString() string { return a.d.Coefficient().String() }
 
 // Decimals is the scale of the base units.
-func (a Amount) Decimals() int { return a.decimals }
+func (a Amount) Decimals() int { return -int(a.d.Exponent()) }
 
 // In expresses a at the asset's scale, refusing when digits would be lost.
 // It does not apply the asset's positivity or maximum rules.
-func (a Amount) In(as Asset) (Amount, error) {
-	u, ok := rescale(a.bigUnits(), a.decimals, as.Decimals)
-	if !ok {
-		return Amount{}, newError(CodeInvalidAmount, "amount", "too many decimal places: %s allows %d", as.Code, as.Decimals)
-	}
-	return Amount{units: u, decimals: as.Decimals}, nil
-}
+func (a Amount) In(as Asset) (Amount, error) { return a.in("amount", as) }
 
-// align returns both amounts' units at the larger of their scales.
-func align(a, b Amount) (*big.Int, *big.Int, int) {
-	d := max(a.decimals, b.decimals)
-	x, _ := rescale(a.bigUnits(), a.decimals, d)
-	y, _ := rescale(b.bigUnits(), b.decimals, d)
-	return x, y, d
+func (a Amount) in(field string, as Asset) (Amount, error) {
+	r := a.d.Round(int32(as.Decimals))
+	if !r.Equal(a.d) {
+		return Amount{}, newError(CodeInvalidAmount, field, "too many decimal places: %s allows %d", as.Code, as.Decimals)
+	}
+	return Amount{d: r}, nil
 }
 
 // Add returns a + b (at the larger scale of the two).
-func (a Amount) Add(b Amount) Amount {
-	x, y, d := align(a, b)
-	return Amount{units: x.Add(x, y), decimals: d}
-}
+func (a Amount) Add(b Amount) Amount { return Amount{d: a.d.Add(b.d)} }
 
 // Sub returns a - b (at the larger scale of the two); the result may be
 // negative, which Sign reports.
-func (a Amount) Sub(b Amount) Amount {
-	x, y, d := align(a, b)
-	return Amount{units: x.Sub(x, y), decimals: d}
-}
+func (a Amount) Sub(b Amount) Amount { return Amount{d: a.d.Sub(b.d)} }
 
 // Cmp compares exactly, whatever the scales: -1, 0 or +1.
-func (a Amount) Cmp(b Amount) int {
-	if a.decimals == b.decimals {
-		return a.bigUnits().Cmp(b.bigUnits())
-	}
-	x, y, _ := align(a, b)
-	return x.Cmp(y)
-}
+func (a Amount) Cmp(b Amount) int { return a.d.Cmp(b.d) }
 
 // Equal reports whether a and b are the same quantity ("1.5" equals "1.50").
 func (a Amount) Equal(b Amount) bool { return a.Cmp(b) == 0 }
 
 // IsZero reports whether the amount is zero.
-func (a Amount) IsZero() bool { return a.bigUnits().Sign() == 0 }
+func (a Amount) IsZero() bool { return a.d.IsZero() }
 
 // Sign is -1, 0 or +1.
-func (a Amount) Sign() int { return a.bigUnits().Sign() }
+func (a Amount) Sign() int { return a.d.Sign() }
 
 // String is the canonical decimal form: no trailing fraction zeros, no point
-// for whole amounts ("1.5", "12", "0.000001").
-func (a Amount) String() string { return formatUnits(a.bigUnits(), a.decimals, true) }
+// for whole amounts ("1.5", "12", "0.000001"). It never depends on decimal's
+// package-wide formatting switches (TrimTrailingZeros, UseScientificNotation).
+func (a Amount) String() string {
+	return a.d.StringFixed(max(0, -a.d.Normalize().Exponent()))
+}
 
 // FixedString writes every decimal of the scale ("1.500000" for 1.5 USDT).
-func (a Amount) FixedString() string { return formatUnits(a.bigUnits(), a.decimals, false) }
-
-func formatUnits(u *big.Int, decimals int, trim bool) string {
-	neg := u.Sign() < 0
-	digits := new(big.Int).Abs(u).String()
-	if decimals > 0 {
-		if len(digits) <= decimals {
-			digits = strings.Repeat("0", decimals-len(digits)+1) + digits
-		}
-		ip, fp := digits[:len(digits)-decimals], digits[len(digits)-decimals:]
-		if trim {
-			fp = strings.TrimRight(fp, "0")
-		}
-		digits = ip
-		if fp != "" {
-			digits += "." + fp
-		}
-	}
-	if neg {
-		return "-" + digits
-	}
-	return digits
-}
+func (a Amount) FixedString() string { return a.d.StringFixed(-a.d.Exponent()) }
 
 // MarshalJSON writes the amount as a JSON string with every decimal of its
 // scale ("1.500000"), so that decoding it back restores the scale and the
@@ -358,10 +299,10 @@ func (a *Amount) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	units, frac, err := parseDecimal("amount", s)
+	v, err := parseDecimal("amount", s)
 	if err != nil {
 		return err
 	}
-	*a = Amount{units: units, decimals: frac}
+	*a = v
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/shopspring/decimal"
 )
 
 func TestParseAmountTable(t *testing.T) {
@@ -172,7 +174,7 @@ func TestAmountArithmeticIsExactAndLeavesOperandsAlone(t *testing.T) {
 		t.Fatal("zero value")
 	}
 	// Different scales compare by value.
-	loose := Amount{units: big.NewInt(15), decimals: 1}
+	loose := newAmount(big.NewInt(15), 1)
 	if loose.Cmp(usdt("1.5")) != 0 || loose.Cmp(usdt("1.500001")) != -1 {
 		t.Fatal("cross-scale compare")
 	}
@@ -219,5 +221,60 @@ func TestErrorsMatchByCode(t *testing.T) {
 	}
 	if CodeOf(errors.New("plain")) != "" {
 		t.Fatal("foreign error has a code")
+	}
+}
+
+func TestLargestEncodableAmountRoundTripsAndOneMoreUnitIsRefused(t *testing.T) {
+	top := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+	a, err := FromUnits(USDT, top)
+	if err != nil || !a.Equal(USDT.Max) {
+		t.Fatalf("2^256-1 units: %v %v", a, err)
+	}
+	b, err := ParseAmount(USDT, a.String())
+	if err != nil || b.UnitsString() != top.String() {
+		t.Fatalf("parse back %s: %v %v", a, b.UnitsString(), err)
+	}
+	data, _ := json.Marshal(a)
+	var c Amount
+	if err := json.Unmarshal(data, &c); err != nil || c.UnitsString() != top.String() || c.FixedString() != a.FixedString() {
+		t.Fatalf("JSON round trip %s: %v %v", data, c.UnitsString(), err)
+	}
+	over := new(big.Int).Add(top, big.NewInt(1))
+	if _, err := FromUnits(USDT, over); !errors.Is(err, ErrInvalidAmount) {
+		t.Fatalf("2^256 units accepted: %v", err)
+	}
+	if _, err := ParseAmount(USDT, newAmount(over, 6).String()); !errors.Is(err, ErrInvalidAmount) {
+		t.Fatalf("2^256 units accepted as text: %v", err)
+	}
+}
+
+func TestInPadsToTheAssetScaleAndKeepsTheValue(t *testing.T) {
+	coarse, err := ParseAmount(Asset{Code: "X", Decimals: 2}, "1.5")
+	if err != nil || coarse.Decimals() != 2 || coarse.UnitsString() != "150" {
+		t.Fatalf("%v %v %v", coarse.Decimals(), coarse.UnitsString(), err)
+	}
+	fine, err := coarse.In(USDT)
+	if err != nil || fine.Decimals() != 6 || fine.UnitsString() != "1500000" || fine.FixedString() != "1.500000" || !fine.Equal(coarse) {
+		t.Fatalf("%v %v %v", fine.Decimals(), fine.UnitsString(), err)
+	}
+	if coarse.UnitsString() != "150" {
+		t.Fatal("In changed its receiver")
+	}
+}
+
+// The decimal library has package-wide formatting switches; weir's text for
+// an amount (events, views, JSON) must not change if anything flips them.
+func TestAmountTextIgnoresDecimalPackageSwitches(t *testing.T) {
+	trim, sci := decimal.TrimTrailingZeros, decimal.UseScientificNotation
+	t.Cleanup(func() { decimal.TrimTrailingZeros, decimal.UseScientificNotation = trim, sci })
+	decimal.TrimTrailingZeros, decimal.UseScientificNotation = false, true
+	for in, want := range map[string]string{"1.50": "1.5", "1500": "1500", "0.000001": "0.000001", "1000000": "1000000"} {
+		a := usdt(in)
+		if a.String() != want {
+			t.Errorf("%s: String %q, want %q", in, a.String(), want)
+		}
+		if data, _ := json.Marshal(a); string(data) != `"`+a.FixedString()+`"` || strings.ContainsAny(string(data), "eE") {
+			t.Errorf("%s: JSON %s", in, data)
+		}
 	}
 }

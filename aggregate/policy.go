@@ -243,11 +243,7 @@ func parseThreshold(raw json.RawMessage) (Amount, error) {
 	if err != nil {
 		return Amount{}, err
 	}
-	units, frac, err := parseDecimal("threshold", s)
-	if err != nil {
-		return Amount{}, err
-	}
-	return Amount{units: units, decimals: frac}, nil
+	return parseDecimal("threshold", s)
 }
 
 // UnmarshalJSON reads a rule as stored in events: the threshold must be a

@@ -17,7 +17,7 @@ func TestNewPolicyRefusesAmbiguousRules(t *testing.T) {
 	}{
 		{"no rules", nil, "rules"},
 		{"no rule at zero", []Rule{{Name: "a", Threshold: usdt("1"), Approvers: 1}}, "rules"},
-		{"two rules at zero", []Rule{{Name: "a", Threshold: zero, Approvers: 1}, {Name: "b", Threshold: Amount{units: bigInt(0), decimals: 6}, Approvers: 2}}, "rules[1].threshold"},
+		{"two rules at zero", []Rule{{Name: "a", Threshold: zero, Approvers: 1}, {Name: "b", Threshold: newAmount(bigInt(0), 6), Approvers: 2}}, "rules[1].threshold"},
 		{"duplicate thresholds", []Rule{{Name: "a", Threshold: zero, Approvers: 1}, {Name: "b", Threshold: usdt("5"), Approvers: 2}, {Name: "c", Threshold: usdt("5.000"), Approvers: 3}}, "rules[2].threshold"},
 		{"zero approvers", []Rule{{Name: "a", Threshold: zero, Approvers: 0}}, "rules[0].approvers"},
 		{"negative threshold", []Rule{{Name: "a", Threshold: zero, Approvers: 1}, {Name: "b", Threshold: usdt("1").Sub(usdt("2")), Approvers: 1}}, "rules[1].threshold"},

@@ -432,7 +432,7 @@ func TestRequestValidation(t *testing.T) {
 		{"address with a space", func(c *RequestWithdrawal) { c.ToAddress = "T abc" }, ErrInvalidAddress},
 		{"unknown asset", func(c *RequestWithdrawal) { c.Asset = "usdt-trc20" }, ErrUnsupportedAsset},
 		{"zero amount", func(c *RequestWithdrawal) { c.Amount = Amount{} }, ErrInvalidAmount},
-		{"amount finer than the asset", func(c *RequestWithdrawal) { c.Amount = Amount{units: bigInt(1), decimals: 7} }, ErrInvalidAmount},
+		{"amount finer than the asset", func(c *RequestWithdrawal) { c.Amount = newAmount(bigInt(1), 7) }, ErrInvalidAmount},
 		{"no requester", func(c *RequestWithdrawal) { c.RequestedBy = "" }, ErrInvalidCommand},
 		{"no time", func(c *RequestWithdrawal) { c.At = time.Time{} }, ErrInvalidCommand},
 		{"invalid policy", func(c *RequestWithdrawal) { c.Policy = Policy{Name: "x"} }, ErrInvalidPolicy},
