@@ -240,6 +240,12 @@ func (s *natsService) Stop() error {
 	s.stopping = true
 	s.mu.Unlock()
 	err := s.Service.Stop()
+	// Like start-up, make sure the server has seen the unsubscribes before
+	// Stop returns: a request sent afterwards finds no responder instead of
+	// a handler that answers "stopping".
+	if ferr := s.nc.FlushTimeout(10 * time.Second); ferr != nil && err == nil && !s.nc.IsClosed() {
+		err = fmt.Errorf("api: flush service unsubscribes: %w", ferr)
+	}
 	s.wg.Wait()
 	return err
 }
