@@ -162,6 +162,11 @@ func decodeMessage(m string) string {
 	return string(b)
 }
 
+// Only a body that is exactly {} means "the node has nothing": java-tron's
+// answer. Anything else without the asked id (null, {"Error":""}, a
+// gateway's {"error":{...}} or {"statusCode":429,...}) is a non-answer,
+// tron.ErrBadResponse, so the saga waits instead of reading it as unknown.
+//
 // Lookup asks /wallet/gettransactioninfobyid; when that has nothing, it
 // checks /wallet/gettransactionbyid and /wallet/gettransactionfrompending to
 // tell Pending from Unknown. A transaction the node has in a block but
@@ -172,13 +177,22 @@ func (c *Client) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, erro
 		return st, err
 	}
 	for _, path := range []string{"/wallet/gettransactionbyid", "/wallet/gettransactionfrompending"} {
-		var tj transactionJSON
-		if err := c.post(ctx, path, valueRequest{Value: tron.HexID(txid)}, &tj); err != nil {
+		data, err := c.call(ctx, path, valueRequest{Value: tron.HexID(txid)})
+		if err != nil {
 			return tron.TxStatus{}, err
 		}
-		if tj.TxID != "" {
-			return tron.TxStatus{State: tron.TxPending}, nil
+		if isEmptyObject(data) {
+			continue
 		}
+		var tj transactionJSON
+		if err := json.Unmarshal(data, &tj); err != nil {
+			return tron.TxStatus{}, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+		}
+		if !strings.EqualFold(tj.TxID, tron.HexID(txid)) {
+			return tron.TxStatus{}, fmt.Errorf("%w: %s: answer for txID %q, asked %s: %s",
+				tron.ErrBadResponse, path, tj.TxID, tron.HexID(txid), snippet(data))
+		}
+		return tron.TxStatus{State: tron.TxPending}, nil
 	}
 	return tron.TxStatus{State: tron.TxUnknown}, nil
 }
@@ -191,16 +205,20 @@ func (c *Client) SolidLookup(ctx context.Context, txid [32]byte) (tron.TxStatus,
 }
 
 func (c *Client) info(ctx context.Context, path string, txid [32]byte) (tron.TxStatus, bool, error) {
-	var info transactionInfo
-	if err := c.post(ctx, path, valueRequest{Value: tron.HexID(txid)}, &info); err != nil {
+	data, err := c.call(ctx, path, valueRequest{Value: tron.HexID(txid)})
+	if err != nil {
 		return tron.TxStatus{}, false, err
 	}
-	if info.ID == "" && info.BlockNumber == 0 {
+	if isEmptyObject(data) {
 		return tron.TxStatus{State: tron.TxUnknown}, false, nil
 	}
+	var info transactionInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return tron.TxStatus{}, false, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+	}
 	if !strings.EqualFold(info.ID, tron.HexID(txid)) || info.BlockNumber <= 0 {
-		return tron.TxStatus{}, false, fmt.Errorf("%w: %s: info for %q in block %d, asked %s",
-			tron.ErrBadResponse, path, info.ID, info.BlockNumber, tron.HexID(txid))
+		return tron.TxStatus{}, false, fmt.Errorf("%w: %s: info for %q in block %d, asked %s: %s",
+			tron.ErrBadResponse, path, info.ID, info.BlockNumber, tron.HexID(txid), snippet(data))
 	}
 	st := tron.TxStatus{
 		State:       tron.TxIncluded,
@@ -306,9 +324,16 @@ func (c *Client) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, er
 // the list proves nothing about absence (see tron.Node).
 func (c *Client) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
 	const path = "/walletsolidity/gettransactioninfobyblocknum"
-	var infos []transactionInfo
-	if err := c.post(ctx, path, numRequest{Num: num}, &infos); err != nil {
+	data, err := c.call(ctx, path, numRequest{Num: num})
+	if err != nil {
 		return nil, err
+	}
+	var infos []transactionInfo
+	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
+		return nil, fmt.Errorf("%w: %s: not a list: %s", tron.ErrBadResponse, path, snippet(data))
+	}
+	if err := json.Unmarshal(data, &infos); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
 	}
 	out := make([]tron.TxInfo, 0, len(infos))
 	for _, in := range infos {
