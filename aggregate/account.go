@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,21 @@ type Credit struct {
 	At       time.Time
 }
 
+// InternalCreditPrefix starts the credit id of every internal transfer's
+// credit ("internal:<withdrawal id>"). Operator credit ids may not use it.
+const InternalCreditPrefix = "internal:"
+
+// CreditInternal credits the destination account of an internal transfer,
+// idempotent by WithdrawalID. Its credits live apart from operator credits
+// (their own key, the withdrawal id), so no operator credit id can make an
+// internal transfer fail or swallow it.
+type CreditInternal struct {
+	Account      string
+	WithdrawalID string
+	Amount       Amount
+	At           time.Time
+}
+
 // Reserve holds a withdrawal's amount, idempotent by WithdrawalID. Refused
 // with insufficient_funds when the available balance is short, and with
 // daily_limit when the amounts reserved on the UTC day of At (and not
@@ -66,10 +82,11 @@ type Settle struct {
 	At           time.Time
 }
 
-func (Credit) isAccountCommand()  {}
-func (Reserve) isAccountCommand() {}
-func (Release) isAccountCommand() {}
-func (Settle) isAccountCommand()  {}
+func (Credit) isAccountCommand()         {}
+func (CreditInternal) isAccountCommand() {}
+func (Reserve) isAccountCommand()        {}
+func (Release) isAccountCommand()        {}
+func (Settle) isAccountCommand()         {}
 
 // AccountEvent is an event of an account stream.
 type AccountEvent interface {
@@ -78,12 +95,34 @@ type AccountEvent interface {
 	isAccountEvent()
 }
 
-// AccountCredited adds Amount to the available balance.
+// AccountCredited adds Amount to the available balance. WithdrawalID is set
+// on the credit of an internal transfer (CreditID is then
+// InternalCreditPrefix + WithdrawalID).
 type AccountCredited struct {
-	Account  string    `json:"account"`
-	CreditID string    `json:"credit_id"`
-	Amount   Amount    `json:"amount"`
-	At       time.Time `json:"at"`
+	Account      string    `json:"account"`
+	CreditID     string    `json:"credit_id"`
+	WithdrawalID string    `json:"withdrawal_id,omitempty"`
+	Amount       Amount    `json:"amount"`
+	At           time.Time `json:"at"`
+}
+
+// creditKey is where a credit is kept: operator credits by their id,
+// internal transfers by their withdrawal id under a key no operator credit
+// id can take (credit ids are tokens without spaces).
+func (ev AccountCredited) creditKey() string {
+	if ev.WithdrawalID != "" {
+		return internalCreditKey(ev.WithdrawalID)
+	}
+	return ev.CreditID
+}
+
+func internalCreditKey(withdrawalID string) string { return "internal transfer " + withdrawalID }
+
+// InternalCredit returns the amount credited by the internal transfer of
+// withdrawal id, if it was recorded.
+func (a Account) InternalCredit(withdrawalID string) (Amount, bool) {
+	v, ok := a.credits[internalCreditKey(withdrawalID)]
+	return v, ok
 }
 
 // AccountReserved moves Amount from available to reserved. Day is the UTC
@@ -267,6 +306,9 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 		if err := checkToken(CodeInvalidCommand, "credit_id", c.CreditID); err != nil {
 			return nil, err
 		}
+		if strings.HasPrefix(c.CreditID, InternalCreditPrefix) {
+			return nil, newError(CodeInvalidCommand, "credit_id", "the prefix %q is reserved for internal transfers", InternalCreditPrefix)
+		}
 		amount, err := AccountAsset.admit("amount", c.Amount)
 		if err != nil {
 			return nil, err
@@ -282,6 +324,29 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 			return nil, newError(CodeIdempotencyConflict, "credit_id", "credit %s was already recorded with amount %s", c.CreditID, prev)
 		}
 		return AccountCredited{Account: c.Account, CreditID: c.CreditID, Amount: amount, At: at}, nil
+
+	case CreditInternal:
+		if err := checkAccountID(a, c.Account); err != nil {
+			return nil, err
+		}
+		if err := checkWithdrawalID(c.WithdrawalID); err != nil {
+			return nil, err
+		}
+		amount, err := AccountAsset.admit("amount", c.Amount)
+		if err != nil {
+			return nil, err
+		}
+		at, err := checkAt(c.At)
+		if err != nil {
+			return nil, err
+		}
+		if prev, ok := a.credits[internalCreditKey(c.WithdrawalID)]; ok {
+			if prev.Equal(amount) {
+				return nil, nil
+			}
+			return nil, newError(CodeIdempotencyConflict, "withdrawal_id", "internal transfer %s was already credited with %s", c.WithdrawalID, prev)
+		}
+		return AccountCredited{Account: c.Account, CreditID: InternalCreditPrefix + c.WithdrawalID, WithdrawalID: c.WithdrawalID, Amount: amount, At: at}, nil
 
 	case Reserve:
 		if err := checkAccountID(a, c.Account); err != nil {
@@ -396,8 +461,11 @@ func checkAccountEvent(a Account, e AccountEvent) error {
 	switch ev := e.(type) {
 	case AccountCredited:
 		account = ev.Account
-		if _, ok := a.credits[ev.CreditID]; ok || ev.CreditID == "" {
+		if _, ok := a.credits[ev.creditKey()]; ok || ev.CreditID == "" {
 			return newError(CodeIdempotencyConflict, "credit_id", "credit %q already recorded", ev.CreditID)
+		}
+		if ev.WithdrawalID != "" && ev.CreditID != InternalCreditPrefix+ev.WithdrawalID {
+			return newError(CodeInvalidEvent, "credit_id", "an internal transfer's credit id is %s<withdrawal id>", InternalCreditPrefix)
 		}
 		if ev.Amount.Sign() <= 0 {
 			return newError(CodeInvalidAmount, "amount", "must be greater than zero")
@@ -521,7 +589,7 @@ func mutate(a *Account, e AccountEvent) {
 	switch ev := e.(type) {
 	case AccountCredited:
 		a.ID = ev.Account
-		a.credits[ev.CreditID] = ev.Amount
+		a.credits[ev.creditKey()] = ev.Amount
 		a.credited = a.credited.Add(ev.Amount)
 		a.available = a.available.Add(ev.Amount)
 	case AccountReserved:

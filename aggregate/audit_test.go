@@ -66,7 +66,7 @@ func TestEveryCommandNeedsItsTime(t *testing.T) {
 		Approve{By: "bob", Policy: fourEyes(t)}, RecheckApprovals{Policy: fourEyes(t)}, Cancel{By: "x"},
 		Reject{Reason: "x"}, RecordReservation{}, ClaimWithdrawal{Worker: "w", LeaseUntil: at(1)},
 		ChooseRoute{Route: mustExternal(t)}, SettleInternally{Policy: fourEyes(t)},
-		BuildEnvelope{Envelope: env, Policy: fourEyes(t)}, RecordSignature{TxID: env.TxID, Signature: signature(1)},
+		BuildEnvelope{Envelope: env, Policy: fourEyes(t)}, RecordSignature{Policy: fourEyes(t), TxID: env.TxID, Signature: signature(1)},
 		RecordBroadcastIntent{TxID: env.TxID, Send: 1}, RecordAccepted{TxID: env.TxID, Send: 1, Result: "SUCCESS"},
 		Rebuild{RetiredTxID: env.TxID, Evidence: proof(exp1), Envelope: env},
 		Confirm{TxID: env.TxID, BlockNumber: 1, BlockTime: 1, Receipt: ReceiptSuccess}, Fail{Reason: "x"},
@@ -102,7 +102,7 @@ func TestSignaturesMustBeSixtyFiveBytesWithARecoveryByte(t *testing.T) {
 		"zz" + signature(0xaa)[2:]:   false,
 		"":                           false,
 	} {
-		_, err := Decide(w, RecordSignature{TxID: txid, Signature: sig, At: at(30)})
+		_, err := Decide(w, RecordSignature{Policy: fourEyes(t), TxID: txid, Signature: sig, At: at(30)})
 		if (err == nil) != ok {
 			t.Errorf("%q: %v", sig, err)
 		}

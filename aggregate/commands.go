@@ -39,9 +39,15 @@ type Approve struct {
 // RecheckApprovals is the pre-send re-check against the policy in force. It
 // emits ApprovalsInvalidated (approved → requested) when the approvals no
 // longer suffice, and nothing when they do.
+//
+// It also runs in signing, right before the envelope is signed: there it
+// retires the unsigned envelope back to requested. Revoked names the
+// principals who no longer hold the approver role (from the principals in
+// force); their approvals no longer count and are discounted.
 type RecheckApprovals struct {
-	Policy Policy
-	At     time.Time
+	Policy  Policy
+	Revoked []string
+	At      time.Time
 }
 
 // Cancel is a cancellation by the requester or an operator (the transport
@@ -95,11 +101,25 @@ type BuildEnvelope struct {
 	At       time.Time
 }
 
-// RecordSignature records the signature of the current envelope.
+// RecordSignature records the signature of the current envelope. Policy
+// is the policy in force right before signing and Revoked the approvers who
+// no longer hold the role: the approvals are re-checked against both, and
+// a signature is refused (approvals_insufficient) when they fall short.
 type RecordSignature struct {
 	TxID      string
 	Signature string // 65 bytes r‖s‖v in hex; v is 0/1 (27/28 accepted)
+	Policy    Policy
+	Revoked   []string
 	At        time.Time
+}
+
+// ReplaceUnsigned retires the current envelope, never signed, and writes
+// ahead a new one (e.g. for a rotated signing key; Reason says why).
+type ReplaceUnsigned struct {
+	RetiredTxID string
+	Reason      string
+	Envelope    Envelope
+	At          time.Time
 }
 
 // RecordBroadcastIntent is written before each send; Send numbers the sends
@@ -137,12 +157,17 @@ type Confirm struct {
 	At          time.Time
 }
 
-// Fail ends an in-flight withdrawal without payout.
+// Fail ends an in-flight withdrawal without payout. Once the current
+// envelope is signed, exactly one proof is required: Receipt (the failing
+// receipt, whose result must name Reason) or Evidence (the proof of death
+// of the current envelope, as for a rebuild).
 type Fail struct {
-	Reason string
-	TxID   string // optional: if set, must be the current envelope's
-	Detail string
-	At     time.Time
+	Reason   string
+	TxID     string // optional: if set, must be the current envelope's
+	Detail   string
+	Receipt  *FailureReceipt
+	Evidence *Evidence
+	At       time.Time
 }
 
 func (RequestWithdrawal) isWithdrawalCommand()     {}
@@ -159,5 +184,6 @@ func (RecordSignature) isWithdrawalCommand()       {}
 func (RecordBroadcastIntent) isWithdrawalCommand() {}
 func (RecordAccepted) isWithdrawalCommand()        {}
 func (Rebuild) isWithdrawalCommand()               {}
+func (ReplaceUnsigned) isWithdrawalCommand()       {}
 func (Confirm) isWithdrawalCommand()               {}
 func (Fail) isWithdrawalCommand()                  {}

@@ -49,6 +49,8 @@ func decide(w Withdrawal, c Command) (Event, error) {
 		return decideAccepted(w, c)
 	case Rebuild:
 		return decideRebuild(w, c)
+	case ReplaceUnsigned:
+		return decideReplaceUnsigned(w, c)
 	case Confirm:
 		return decideConfirm(w, c)
 	case Fail:

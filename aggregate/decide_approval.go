@@ -113,14 +113,36 @@ func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
 	if err := CheckTransition(w.State, EventApprovalsInvalidated); err != nil {
 		return nil, err
 	}
-	if EnsureApproved(w, c.Policy) == nil {
+	if err := checkPrincipals("revoked", c.Revoked); err != nil {
+		return nil, err
+	}
+	if EnsureApprovedBy(w, c.Policy, c.Revoked) == nil {
 		return nil, nil
 	}
 	rule := c.Policy.RuleFor(w.Amount)
-	return ApprovalsInvalidated{
-		Reason: ReasonPolicyTightened, PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version,
-		Rule: rule.Name, RequiredApprovals: rule.Approvers, Given: len(w.Approvals), At: at,
-	}, nil
+	kept, discounted := countApprovals(w, c.Revoked)
+	reason := ReasonPolicyTightened
+	if len(discounted) > 0 && len(w.Approvals) >= rule.Approvers {
+		reason = ReasonApproverRevoked // enough before the discount: the role change is the cause
+	}
+	ev := ApprovalsInvalidated{
+		Reason: reason, Discounted: discounted, PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version,
+		Rule: rule.Name, RequiredApprovals: rule.Approvers, Given: kept, At: at,
+	}
+	if w.State == StateSigning {
+		ev.RetiredTxID = w.Envelope.TxID // never signed: it can never land
+	}
+	return ev, nil
+}
+
+// checkPrincipals checks a list of principal names from a command.
+func checkPrincipals(field string, names []string) error {
+	for _, n := range names {
+		if err := checkToken(CodeInvalidCommand, field, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func decideCancel(w Withdrawal, c Cancel) (Event, error) {

@@ -19,13 +19,12 @@ func decideBuildEnvelope(w Withdrawal, c BuildEnvelope) (Event, error) {
 	if err := c.Policy.Validate(); err != nil {
 		return nil, err
 	}
-	if w.Attempt > 0 {
-		switch {
-		case env == w.Envelope:
-			return nil, nil
-		case w.isRetired(env.TxID):
-			return nil, newError(CodeInvalidTransition, "envelope.txid", "txid %s was retired", env.TxID)
-		}
+	switch {
+	case w.isRetired(env.TxID):
+		return nil, newError(CodeInvalidTransition, "envelope.txid", "txid %s was retired", env.TxID)
+	case env == w.Envelope:
+		return nil, nil
+	case !w.Envelope.IsZero():
 		return nil, newError(CodeInvalidTransition, "envelope", "an envelope is already recorded (attempt %d, txid %s)", w.Attempt, w.Envelope.TxID)
 	}
 	if err := CheckTransition(w.State, EventEnvelopeBuilt); err != nil {
@@ -34,7 +33,9 @@ func decideBuildEnvelope(w Withdrawal, c BuildEnvelope) (Event, error) {
 	if err := EnsureApproved(w, c.Policy); err != nil {
 		return nil, err
 	}
-	return EnvelopeBuilt{Attempt: 1, Envelope: env, PolicyVersion: c.Policy.Version, At: at}, nil
+	// After an unsigned envelope was retired (back to requested, approved
+	// again) the next one is the next attempt.
+	return EnvelopeBuilt{Attempt: w.Attempt + 1, Envelope: env, PolicyVersion: c.Policy.Version, At: at}, nil
 }
 
 // currentTxID refuses any txid but the current envelope's; a retired one is
@@ -69,7 +70,46 @@ func decideSignature(w Withdrawal, c RecordSignature) (Event, error) {
 		}
 		return nil, newError(CodeInvalidTransition, "signature", "txid %s already has a different signature", txid)
 	}
-	return Signed{TxID: txid, Signature: sig, At: at}, nil
+	// The re-check right before signing: a signature is what makes the
+	// envelope able to land, so the approvals must satisfy the policy in
+	// force now, counting only approvers who still hold the role.
+	if err := checkPrincipals("revoked", c.Revoked); err != nil {
+		return nil, err
+	}
+	if err := EnsureApprovedBy(w, c.Policy, c.Revoked); err != nil {
+		return nil, err
+	}
+	return Signed{TxID: txid, Signature: sig, PolicyVersion: c.Policy.Version, At: at}, nil
+}
+
+func decideReplaceUnsigned(w Withdrawal, c ReplaceUnsigned) (Event, error) {
+	env := c.Envelope.normalized()
+	retired := strings.ToLower(c.RetiredTxID)
+	if err := checkToken(CodeInvalidCommand, "reason", c.Reason); err != nil {
+		return nil, err
+	}
+	if err := env.Check(); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range w.Retired {
+		if r.TxID == retired {
+			if r.Unsigned && r.ReplacedBy == env.TxID && r.Reason == c.Reason {
+				return nil, nil
+			}
+			return nil, newError(CodeInvalidTransition, "retired_txid", "txid %s was already retired, replaced by %s", retired, r.ReplacedBy)
+		}
+	}
+	if err := CheckTransition(w.State, EventEnvelopeReplaced); err != nil {
+		return nil, err
+	}
+	if retired != w.Envelope.TxID {
+		return nil, newError(CodeInvalidTransition, "retired_txid", "only the current envelope (%s) can be retired", w.Envelope.TxID)
+	}
+	return EnvelopeReplaced{Attempt: w.Attempt + 1, RetiredTxID: retired, Reason: c.Reason, Envelope: env, At: at}, nil
 }
 
 func checkSignature(sig string) error {
@@ -219,5 +259,14 @@ func decideFail(w Withdrawal, c Fail) (Event, error) {
 		}
 		return nil, newError(CodeInvalidTransition, "reason", "already failed (%s)", w.Reason)
 	}
-	return Failed{Reason: c.Reason, TxID: w.Envelope.TxID, Detail: c.Detail, At: at}, nil
+	ev := Failed{Reason: c.Reason, TxID: w.Envelope.TxID, Detail: c.Detail, At: at}
+	if c.Receipt != nil {
+		r := *c.Receipt
+		ev.Receipt = &r
+	}
+	if c.Evidence != nil {
+		e := *c.Evidence
+		ev.Evidence = &e
+	}
+	return ev, nil
 }

@@ -37,6 +37,7 @@ var withdrawalDecoders = map[string]decoder[Event]{
 	EventBroadcasting:         decodeInto[Broadcasting, Event],
 	EventBroadcastAccepted:    decodeInto[BroadcastAccepted, Event],
 	EventRebuilt:              decodeInto[Rebuilt, Event],
+	EventEnvelopeReplaced:     decodeInto[EnvelopeReplaced, Event],
 	EventConfirmed:            decodeInto[Confirmed, Event],
 	EventFailed:               decodeInto[Failed, Event],
 }

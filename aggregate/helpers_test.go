@@ -2,7 +2,9 @@ package aggregate
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -46,12 +48,32 @@ func fourEyes(t testing.TB) Policy {
 func envelope(seed string, expiration int64) Envelope {
 	raw := []byte("raw-data:" + seed)
 	sum := sha256.Sum256(raw)
+	ref := blockID(refBlock)
 	return Envelope{
-		TxID:       hex.EncodeToString(sum[:]),
-		RawDataHex: hex.EncodeToString(raw),
-		Expiration: expiration,
-		FeeLimit:   30_000_000,
+		TxID:         hex.EncodeToString(sum[:]),
+		RawDataHex:   hex.EncodeToString(raw),
+		Expiration:   expiration,
+		FeeLimit:     30_000_000,
+		RefBlockNum:  refBlock,
+		RefBlockHash: hex.EncodeToString(ref[8:16]),
 	}
+}
+
+// refBlock is every test envelope's TAPoS reference block.
+const refBlock = int64(70_000_000)
+
+// blockID is a TRON-shaped block id: the 8-byte block number, then a hash.
+func blockID(n int64) [32]byte {
+	var id [32]byte
+	sum := sha256.Sum256(fmt.Appendf(nil, "block %d", n))
+	copy(id[:], sum[:])
+	binary.BigEndian.PutUint64(id[:8], uint64(n))
+	return id
+}
+
+func blockIDHex(n int64) string {
+	id := blockID(n)
+	return hex.EncodeToString(id[:])
 }
 
 // signature is a well-formed 65-byte signature (v = 1) filled with b.
@@ -62,8 +84,18 @@ func signature(b byte) string {
 const exp1 = int64(1_740_830_460_000) // chain ms
 
 // proof is evidence that an envelope expiring at exp is dead.
+// The scan runs from the envelopes' reference block to a block a minute
+// past expiration + margin.
 func proof(exp int64) Evidence {
-	return Evidence{SolidBlockNumber: 70_000_123, SolidBlockTime: exp + 60_000, Expiration: exp, Margin: 30_000, Lookup: LookupNotFound}
+	to := refBlock + 123
+	return Evidence{
+		SolidBlockNumber: to, SolidBlockTime: exp + 60_000, Expiration: exp, Margin: 30_000, Lookup: LookupNotFound,
+		Scan: BlockScan{
+			From: refBlock, FromID: blockIDHex(refBlock), FromTime: exp - 120_000,
+			To: to, ToID: blockIDHex(to), ToTime: exp + 60_000,
+			IDsSHA256: strings.Repeat("ab", 32),
+		},
+	}
 }
 
 // step decides c on w, requires exactly one event, and applies it.
@@ -116,7 +148,7 @@ func happyPath(t testing.TB, o pathOpts) []Command {
 		ChooseRoute{Route: r, At: at(4)},
 		ClaimWithdrawal{Worker: "w1", LeaseUntil: at(10), At: at(4)},
 		BuildEnvelope{Envelope: env, Policy: fourEyes(t), At: at(5)},
-		RecordSignature{TxID: env.TxID, Signature: signature(0xaa), At: at(6)},
+		RecordSignature{Policy: fourEyes(t), TxID: env.TxID, Signature: signature(0xaa), At: at(6)},
 		RecordBroadcastIntent{TxID: env.TxID, Send: 1, At: at(7)},
 		RecordAccepted{TxID: env.TxID, Send: 1, Result: "SUCCESS", At: at(8)},
 		Confirm{TxID: env.TxID, BlockNumber: 100, BlockTime: exp1 - 30_000, Receipt: ReceiptSuccess, At: at(9)},

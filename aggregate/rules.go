@@ -77,8 +77,15 @@ func checkEvent(w Withdrawal, e Event) error {
 		if ev.Reason == "" {
 			return newError(CodeInvalidEvent, "reason", "required")
 		}
-		if len(w.Approvals) >= ev.RequiredApprovals {
-			return newError(CodeInvalidEvent, "required_approvals", "the approvals given (%d) still suffice", len(w.Approvals))
+		kept, discounted := countApprovals(w, ev.Discounted)
+		if len(discounted) != len(ev.Discounted) {
+			return newError(CodeInvalidEvent, "discounted", "names a principal who did not approve")
+		}
+		if kept >= ev.RequiredApprovals {
+			return newError(CodeInvalidEvent, "required_approvals", "the approvals that count (%d) still suffice", kept)
+		}
+		if (w.State == StateSigning) != (ev.RetiredTxID != "") || (ev.RetiredTxID != "" && ev.RetiredTxID != w.Envelope.TxID) {
+			return newError(CodeInvalidEvent, "retired_txid", "from signing the current, unsigned envelope is retired; from approved none")
 		}
 	case Rejected:
 		if err := checkToken(CodeInvalidEvent, "reason", ev.Reason); err != nil {
@@ -122,11 +129,14 @@ func checkEvent(w Withdrawal, e Event) error {
 			return err
 		}
 	case EnvelopeBuilt:
-		if ev.Attempt != 1 || w.Attempt != 0 {
-			return newError(CodeInvalidTransition, "attempt", "the first envelope is attempt 1; later ones are rebuilds")
+		if ev.Attempt != w.Attempt+1 || !w.Envelope.IsZero() {
+			return newError(CodeInvalidTransition, "attempt", "an envelope is built when none is current (attempt %d after %d); later ones are rebuilds", ev.Attempt, w.Attempt)
 		}
 		if err := ev.Envelope.Check(); err != nil {
 			return err
+		}
+		if w.KnowsTxID(ev.Envelope.TxID) {
+			return newError(CodeInvalidEnvelope, "envelope.txid", "txid %s was already used", ev.Envelope.TxID)
 		}
 		if !w.Route.IsExternal() {
 			return newError(CodeInvalidRoute, "route", "an envelope needs an external route (route is %q)", w.Route.Rail())
@@ -165,7 +175,7 @@ func checkEvent(w Withdrawal, e Event) error {
 		if ev.Attempt != w.Attempt+1 {
 			return newError(CodeInvalidTransition, "attempt", "attempt %d after attempt %d", ev.Attempt, w.Attempt)
 		}
-		if err := ev.Evidence.Proves(w.Envelope.Expiration); err != nil {
+		if err := ev.Evidence.ProvesFor(w.Envelope); err != nil {
 			return err
 		}
 		if err := ev.Envelope.Check(); err != nil {
@@ -176,6 +186,22 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 		if ev.Envelope.Expiration <= ev.Evidence.SolidBlockTime {
 			return newError(CodeInvalidEnvelope, "envelope.expiration", "the new envelope is already expired at the proof's chain time")
+		}
+	case EnvelopeReplaced:
+		if ev.RetiredTxID != w.Envelope.TxID || w.Signature != "" {
+			return newError(CodeInvalidTransition, "retired_txid", "only the current envelope, never signed, can be replaced without proof")
+		}
+		if ev.Attempt != w.Attempt+1 {
+			return newError(CodeInvalidTransition, "attempt", "attempt %d after attempt %d", ev.Attempt, w.Attempt)
+		}
+		if err := checkToken(CodeInvalidEvent, "reason", ev.Reason); err != nil {
+			return err
+		}
+		if err := ev.Envelope.Check(); err != nil {
+			return err
+		}
+		if w.KnowsTxID(ev.Envelope.TxID) {
+			return newError(CodeInvalidEnvelope, "envelope.txid", "txid %s was already used", ev.Envelope.TxID)
 		}
 	case Confirmed:
 		if ev.TxID != w.Envelope.TxID {
@@ -190,6 +216,9 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 		if ev.TxID != "" && ev.TxID != w.Envelope.TxID {
 			return newError(CodeInvalidTransition, "txid", "not the current envelope")
+		}
+		if err := checkFailureProof(w, ev); err != nil {
+			return err
 		}
 	default:
 		return newError(CodeUnknownEvent, "", "unknown event value %T (events are passed as values)", e)

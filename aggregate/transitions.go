@@ -40,6 +40,7 @@ const (
 	EventBroadcasting         = "withdrawal.broadcasting"
 	EventBroadcastAccepted    = "withdrawal.broadcast_accepted"
 	EventRebuilt              = "withdrawal.rebuilt"
+	EventEnvelopeReplaced     = "withdrawal.envelope_replaced"
 	EventConfirmed            = "withdrawal.confirmed"
 	EventFailed               = "withdrawal.failed"
 )
@@ -64,7 +65,8 @@ var transitionRows = []struct {
 	{[]State{StateRequested}, EventApprovalRecorded, StateNone},
 	{[]State{StateRequested}, EventApproved, StateApproved},
 	// The pre-send re-check: approvals no longer satisfy the policy in force.
-	{[]State{StateApproved}, EventApprovalsInvalidated, StateRequested},
+	// From signing it also retires the envelope, which was never signed.
+	{[]State{StateApproved, StateSigning}, EventApprovalsInvalidated, StateRequested},
 	// Rejection (including cancel) only while nothing can have been sent.
 	{[]State{StateRequested, StateApproved}, EventRejected, StateRejected},
 	// The reservation may complete after approval (a saga finishing intake
@@ -82,6 +84,8 @@ var transitionRows = []struct {
 	{[]State{StateBroadcasting}, EventBroadcastAccepted, StateBroadcast},
 	// Recovery: a new envelope, only with chain-time proof the old one is dead.
 	{[]State{StateSigned, StateBroadcasting, StateBroadcast}, EventRebuilt, StateSigning},
+	// An envelope never signed needs no proof to be replaced.
+	{[]State{StateSigning}, EventEnvelopeReplaced, StateSigning},
 	{[]State{StateBroadcast}, EventConfirmed, StateConfirmed},
 	{[]State{StateSigning, StateSigned, StateBroadcasting, StateBroadcast}, EventFailed, StateFailed},
 }

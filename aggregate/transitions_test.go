@@ -11,7 +11,7 @@ import (
 var allEventTypes = []string{
 	EventRequested, EventApprovalRecorded, EventApproved, EventApprovalsInvalidated, EventRejected,
 	EventFundsReserved, EventClaimed, EventRouted, EventSettledInternally, EventEnvelopeBuilt, EventSigned,
-	EventBroadcasting, EventBroadcastAccepted, EventRebuilt, EventConfirmed, EventFailed,
+	EventBroadcasting, EventBroadcastAccepted, EventRebuilt, EventEnvelopeReplaced, EventConfirmed, EventFailed,
 }
 
 // expectedLegal is DESIGN.md's state machine, restated by hand: from → event → to.
@@ -26,7 +26,10 @@ var expectedLegal = map[State]map[string]State{
 		EventFundsReserved: StateApproved, EventClaimed: StateApproved, EventRouted: StateApproved,
 		EventSettledInternally: StateConfirmed, EventEnvelopeBuilt: StateSigning,
 	},
-	StateSigning: {EventClaimed: StateSigning, EventSigned: StateSigned, EventFailed: StateFailed},
+	StateSigning: {
+		EventClaimed: StateSigning, EventSigned: StateSigned, EventFailed: StateFailed,
+		EventApprovalsInvalidated: StateRequested, EventEnvelopeReplaced: StateSigning,
+	},
 	StateSigned: {
 		EventClaimed: StateSigned, EventBroadcasting: StateBroadcasting, EventRebuilt: StateSigning,
 		EventFailed: StateFailed,
@@ -152,16 +155,22 @@ func matrixCase(t *testing.T, from State, ev string) (Withdrawal, Command) {
 	case EventEnvelopeBuilt:
 		return w, BuildEnvelope{Envelope: envelope("fresh", exp1), Policy: fourEyes(t), At: at(30)}
 	case EventSigned:
-		return w, RecordSignature{TxID: txid, Signature: signature(0x5e), At: at(30)}
+		return w, RecordSignature{Policy: fourEyes(t), TxID: txid, Signature: signature(0x5e), At: at(30)}
 	case EventBroadcasting:
 		return w, RecordBroadcastIntent{TxID: txid, Send: w.Sends + 1, At: at(30)}
 	case EventBroadcastAccepted:
 		return w, RecordAccepted{TxID: txid, Send: max(w.Sends, 1), Result: "FRESH", At: at(30)}
+	case EventEnvelopeReplaced:
+		return w, ReplaceUnsigned{RetiredTxID: txid, Reason: ReasonSignerChanged, Envelope: envelope("fresh", expiration+600_000), At: at(30)}
 	case EventRebuilt:
 		return w, Rebuild{RetiredTxID: txid, Evidence: proof(expiration), Envelope: envelope("fresh", expiration+600_000), At: at(30)}
 	case EventConfirmed:
 		return w, Confirm{TxID: txid, BlockNumber: 777, BlockTime: exp1 - 1000, Receipt: ReceiptSuccess, At: at(30)}
 	case EventFailed:
+		if w.Signature != "" {
+			p := proof(expiration)
+			return w, Fail{Reason: "fresh_reason", Evidence: &p, At: at(30)}
+		}
 		return w, Fail{Reason: "fresh_reason", At: at(30)}
 	}
 	t.Fatalf("no command for %s", ev)

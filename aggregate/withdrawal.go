@@ -59,14 +59,33 @@ type Withdrawal struct {
 }
 
 // Claim is the broadcast saga's lease on a withdrawal.
+//
+// LeaseUntil and At are the claimant's clock. RecordedAt is the store's
+// (the server's) record time of the claim, stamped when the stream is read
+// (EvolveRecorded); the lease then ends no later than RecordedAt plus the
+// lease's length, so a claimant whose clock runs fast cannot hold a
+// withdrawal beyond what it asked for, measured on the server's clock.
 type Claim struct {
 	Worker     string    `json:"worker,omitempty"`
 	LeaseUntil time.Time `json:"lease_until"`
 	At         time.Time `json:"at"`
+	RecordedAt time.Time `json:"recorded_at,omitzero"`
+}
+
+// Until is when the lease ends: LeaseUntil, bounded by the server's record
+// time of the claim plus the lease's length when that is known.
+func (c Claim) Until() time.Time {
+	if c.RecordedAt.IsZero() {
+		return c.LeaseUntil
+	}
+	if bound := c.RecordedAt.Add(c.LeaseUntil.Sub(c.At)); bound.Before(c.LeaseUntil) {
+		return bound
+	}
+	return c.LeaseUntil
 }
 
 // HeldAt reports whether the lease is held by someone at time t.
-func (c Claim) HeldAt(t time.Time) bool { return c.Worker != "" && t.Before(c.LeaseUntil) }
+func (c Claim) HeldAt(t time.Time) bool { return c.Worker != "" && t.Before(c.Until()) }
 
 // Acceptance is what the network said about the current attempt's last
 // accepted send.
@@ -76,12 +95,16 @@ type Acceptance struct {
 	At     time.Time `json:"at"`
 }
 
-// Retired is an envelope that a rebuild replaced, with its proof of death.
+// Retired is an envelope that a rebuild replaced, with its proof of death,
+// or (Unsigned) one that was never signed and so needed none: retired by
+// the re-check before signing or replaced for another signer (Reason).
 type Retired struct {
 	TxID       string    `json:"txid"`
 	Attempt    int       `json:"attempt"`
 	Evidence   Evidence  `json:"evidence"`
 	ReplacedBy string    `json:"replaced_by"`
+	Unsigned   bool      `json:"unsigned,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
 	At         time.Time `json:"at"`
 }
 
@@ -152,15 +175,52 @@ func (w Withdrawal) isRetired(txid string) bool {
 // what current requires for the amount. Approvals given under an older
 // policy version still count; it is their number that must suffice.
 func EnsureApproved(w Withdrawal, current Policy) error {
+	return EnsureApprovedBy(w, current, nil)
+}
+
+// EnsureApprovedBy is EnsureApproved where the approvals of the principals
+// in revoked (who no longer hold the approver role) do not count.
+func EnsureApprovedBy(w Withdrawal, current Policy, revoked []string) error {
 	if err := current.Validate(); err != nil {
 		return err
 	}
 	rule := current.RuleFor(w.Amount)
-	if len(w.Approvals) < rule.Approvers {
-		return newError(CodeApprovalsInsufficient, "", "rule %q of policy %q v%d needs %d approvals, %d given",
-			rule.Name, current.Name, current.Version, rule.Approvers, len(w.Approvals))
+	kept, discounted := countApprovals(w, revoked)
+	if kept < rule.Approvers {
+		msg := ""
+		if len(discounted) > 0 {
+			msg = fmt.Sprintf(" (%v no longer approvers)", discounted)
+		}
+		return newError(CodeApprovalsInsufficient, "", "rule %q of policy %q v%d needs %d approvals, %d count%s",
+			rule.Name, current.Name, current.Version, rule.Approvers, kept, msg)
 	}
 	return nil
+}
+
+// countApprovals counts the approvals that still count, and lists the
+// approvers among revoked whose approvals do not.
+func countApprovals(w Withdrawal, revoked []string) (kept int, discounted []string) {
+	for _, a := range w.Approvals {
+		if slices.Contains(revoked, a.By) {
+			discounted = append(discounted, a.By)
+			continue
+		}
+		kept++
+	}
+	return kept, discounted
+}
+
+// SpentAttempts counts the envelopes that were signed (the current one
+// included, once built): envelopes retired unsigned never could land and
+// do not use up an attempt.
+func (w Withdrawal) SpentAttempts() int {
+	n := w.Attempt
+	for _, r := range w.Retired {
+		if r.Unsigned {
+			n--
+		}
+	}
+	return n
 }
 
 // Evolve applies one event and returns the new state. The log is written
@@ -195,6 +255,17 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	case ApprovalsInvalidated:
 		inv := ev
 		w.Invalidation = &inv
+		if len(ev.Discounted) > 0 {
+			w.Approvals = slices.DeleteFunc(slices.Clone(w.Approvals), func(a Approval) bool {
+				return slices.Contains(ev.Discounted, a.By)
+			})
+		}
+		if ev.RetiredTxID != "" {
+			w.Retired = append(slices.Clip(w.Retired), Retired{
+				TxID: ev.RetiredTxID, Attempt: w.Attempt, Unsigned: true, Reason: ev.Reason, At: ev.At,
+			})
+			w.Envelope, w.Signature, w.Sends, w.Acceptance = Envelope{}, "", 0, Acceptance{}
+		}
 		w.Reason = ev.Reason
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
 		w.ApprovedAt = time.Time{}
@@ -210,6 +281,12 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	case SettledInternally:
 		w.Claim = Claim{}
 	case EnvelopeBuilt:
+		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
+		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
+	case EnvelopeReplaced:
+		w.Retired = append(slices.Clip(w.Retired), Retired{
+			TxID: ev.RetiredTxID, Attempt: w.Attempt, Unsigned: true, Reason: ev.Reason, ReplacedBy: ev.Envelope.TxID, At: ev.At,
+		})
 		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
 		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
 	case Signed:
@@ -250,14 +327,39 @@ func Fold(events []Event) Withdrawal {
 // and, on the first event that could not have been decided, an error naming
 // its position (1-based, as the store's aggregate version).
 func Audit(events []Event) (Withdrawal, error) {
+	return AuditRecorded(events, nil)
+}
+
+// AuditRecorded is Audit for a stream read with the store's record time of
+// each event (recordedAt[i] for events[i]; nil or a zero time when not
+// known), folded as EvolveRecorded folds them: a claim taken over after
+// the server-time bound of an earlier claim (see Claim.Until) is then
+// judged on that bound, as the decider judged it.
+func AuditRecorded(events []Event, recordedAt []time.Time) (Withdrawal, error) {
 	var w Withdrawal
 	for i, e := range events {
 		if err := checkEvent(w, e); err != nil {
 			return w, fmt.Errorf("event %d (%s): %w", i+1, eventType(e), err)
 		}
-		w = Evolve(w, e)
+		var t time.Time
+		if i < len(recordedAt) {
+			t = recordedAt[i]
+		}
+		w = EvolveRecorded(w, e, t)
 	}
 	return w, nil
+}
+
+// EvolveRecorded is Evolve for an event read from the store with its record
+// time (the server's timestamp of the stored message; zero if unknown).
+// Only a claim uses it: its lease is bounded by the server's clock, never
+// by the claimant's alone (Claim.Until).
+func EvolveRecorded(w Withdrawal, e Event, recordedAt time.Time) Withdrawal {
+	w = Evolve(w, e)
+	if _, ok := e.(Claimed); ok && !recordedAt.IsZero() && w.Claim.Worker != "" {
+		w.Claim.RecordedAt = recordedAt.UTC()
+	}
+	return w
 }
 
 func eventType(e Event) string {

@@ -93,44 +93,6 @@ func isHex(s string) bool {
 	return true
 }
 
-// LookupNotFound is the only lookup result that lets a rebuild proceed: the
-// node does not know the old txid at all.
-const LookupNotFound = "not_found"
-
-// Evidence is the chain-time proof that an envelope can never be included:
-// the node does not know its txid, and the latest solid block's time (from
-// the node, never the wall clock) is at or past expiration + margin. Block
-// times rise strictly and solid blocks are final, so no later block can
-// include a transaction that expired before it.
-type Evidence struct {
-	SolidBlockNumber int64  `json:"solid_block_number"`
-	SolidBlockTime   int64  `json:"solid_block_time"` // ms, chain time
-	Expiration       int64  `json:"expiration"`       // ms, of the retired envelope
-	Margin           int64  `json:"margin_ms"`
-	Lookup           string `json:"lookup"`
-}
-
-// Proves checks that the evidence is a proof of death for an envelope that
-// expires at expiration. The saga can call it before deciding to rebuild;
-// Decide and Audit call it on every Rebuilt.
-func (ev Evidence) Proves(expiration int64) error {
-	switch {
-	case ev.SolidBlockNumber <= 0:
-		return newError(CodeInvalidEvidence, "evidence.solid_block_number", "required")
-	case ev.SolidBlockTime <= 0:
-		return newError(CodeInvalidEvidence, "evidence.solid_block_time", "required")
-	case ev.Expiration != expiration:
-		return newError(CodeInvalidEvidence, "evidence.expiration", "is %d, the retired envelope expires at %d", ev.Expiration, expiration)
-	case ev.Margin < 0:
-		return newError(CodeInvalidEvidence, "evidence.margin_ms", "negative")
-	case ev.Lookup != LookupNotFound:
-		return newError(CodeInvalidEvidence, "evidence.lookup", "the node must not know the old txid (lookup %q, need %q)", ev.Lookup, LookupNotFound)
-	case ev.SolidBlockTime < ev.Expiration+ev.Margin:
-		return newError(CodeInvalidEvidence, "evidence.solid_block_time", "solid chain time %d is before expiration %d + margin %d", ev.SolidBlockTime, ev.Expiration, ev.Margin)
-	}
-	return nil
-}
-
 // Rejection reasons (Rejected.Reason).
 const (
 	ReasonCancelled         = "cancelled"
@@ -147,8 +109,17 @@ const (
 	ReasonAttemptsExhausted = "attempts_exhausted"
 )
 
-// ReasonPolicyTightened is the reason of ApprovalsInvalidated.
-const ReasonPolicyTightened = "policy_tightened"
+// Reasons of ApprovalsInvalidated: the policy in force wants more
+// approvals, or approvals were discounted because their approvers no longer
+// hold the approver role.
+const (
+	ReasonPolicyTightened = "policy_tightened"
+	ReasonApproverRevoked = "approver_revoked"
+)
+
+// ReasonSignerChanged is the reason of EnvelopeReplaced when the signer's
+// address is no longer the envelope's owner (the hot-wallet key rotated).
+const ReasonSignerChanged = "signer_changed"
 
 // ReceiptSuccess is the only receipt result that confirms a payout.
 const ReceiptSuccess = "SUCCESS"
@@ -187,8 +158,16 @@ type Approved struct {
 // ApprovalsInvalidated records that the approvals given no longer satisfy the
 // policy in force (approved → requested). The approvals stay recorded and
 // still count: further distinct approvals can satisfy the new rule.
+//
+// From signing (an envelope built, never signed) the same re-check right
+// before signing retires that envelope: RetiredTxID names it, and it can
+// never land because it was never signed. Discounted lists the approvers
+// whose approvals no longer count because they no longer hold the approver
+// role; their approvals are dropped from the withdrawal.
 type ApprovalsInvalidated struct {
 	Reason            string    `json:"reason"`
+	RetiredTxID       string    `json:"retired_txid,omitempty"`
+	Discounted        []string  `json:"discounted,omitempty"`
 	PolicyName        string    `json:"policy_name"`
 	PolicyVersion     int       `json:"policy_version"`
 	Rule              string    `json:"rule"`
@@ -246,10 +225,25 @@ type EnvelopeBuilt struct {
 }
 
 // Signed records the signature of the current envelope (signing → signed).
+// PolicyVersion is the policy in force the approvals were re-checked
+// against right before signing.
 type Signed struct {
-	TxID      string    `json:"txid"`
-	Signature string    `json:"signature"` // 65 bytes r‖s‖v, hex
-	At        time.Time `json:"at"`
+	TxID          string    `json:"txid"`
+	Signature     string    `json:"signature"` // 65 bytes r‖s‖v, hex
+	PolicyVersion int       `json:"policy_version,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// EnvelopeReplaced retires an envelope that was never signed and writes
+// ahead a new one (signing → signing), e.g. after the hot wallet's key
+// changed: an envelope built for the old owner can never be signed, and
+// an unsigned envelope can never land, so no proof of death is needed.
+type EnvelopeReplaced struct {
+	Attempt     int       `json:"attempt"`
+	RetiredTxID string    `json:"retired_txid"`
+	Reason      string    `json:"reason"`
+	Envelope    Envelope  `json:"envelope"`
+	At          time.Time `json:"at"`
 }
 
 // Broadcasting is the intent written before every send of the current
@@ -296,11 +290,16 @@ type Confirmed struct {
 // Failed ends an in-flight withdrawal without payout: a hard node
 // rejection, an on-chain revert or out-of-energy, or attempts exhausted with
 // proof nothing landed. TxID, when set, is the envelope the failure is about.
+// Once the envelope is signed, a failure releases money that might
+// otherwise leave, so it carries its proof: Receipt (a failing receipt in a
+// solid block) or Evidence (the proof of death of the current envelope).
 type Failed struct {
-	Reason string    `json:"reason"`
-	TxID   string    `json:"txid,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
+	Reason   string          `json:"reason"`
+	TxID     string          `json:"txid,omitempty"`
+	Detail   string          `json:"detail,omitempty"`
+	Receipt  *FailureReceipt `json:"receipt,omitempty"`
+	Evidence *Evidence       `json:"evidence,omitempty"`
+	At       time.Time       `json:"at"`
 }
 
 func (Requested) EventType() string            { return EventRequested }
@@ -317,6 +316,7 @@ func (Signed) EventType() string               { return EventSigned }
 func (Broadcasting) EventType() string         { return EventBroadcasting }
 func (BroadcastAccepted) EventType() string    { return EventBroadcastAccepted }
 func (Rebuilt) EventType() string              { return EventRebuilt }
+func (EnvelopeReplaced) EventType() string     { return EventEnvelopeReplaced }
 func (Confirmed) EventType() string            { return EventConfirmed }
 func (Failed) EventType() string               { return EventFailed }
 
@@ -334,6 +334,7 @@ func (e Signed) OccurredAt() time.Time               { return e.At }
 func (e Broadcasting) OccurredAt() time.Time         { return e.At }
 func (e BroadcastAccepted) OccurredAt() time.Time    { return e.At }
 func (e Rebuilt) OccurredAt() time.Time              { return e.At }
+func (e EnvelopeReplaced) OccurredAt() time.Time     { return e.At }
 func (e Confirmed) OccurredAt() time.Time            { return e.At }
 func (e Failed) OccurredAt() time.Time               { return e.At }
 
@@ -351,5 +352,6 @@ func (Signed) isWithdrawalEvent()               {}
 func (Broadcasting) isWithdrawalEvent()         {}
 func (BroadcastAccepted) isWithdrawalEvent()    {}
 func (Rebuilt) isWithdrawalEvent()              {}
+func (EnvelopeReplaced) isWithdrawalEvent()     {}
 func (Confirmed) isWithdrawalEvent()            {}
 func (Failed) isWithdrawalEvent()               {}

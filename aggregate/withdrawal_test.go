@@ -74,8 +74,8 @@ func TestSameStepWithDifferentDataIsRefusedNotOverwritten(t *testing.T) {
 		{"second request to another address", StateApproved, func() Command { c := requestCmd(t); c.ToAddress = "TOther"; return c }(), ErrIdempotencyConflict},
 		{"second route the other way", StateApproved, ChooseRoute{Route: intR, At: at(30)}, ErrInvalidTransition},
 		{"second envelope for attempt 1", StateSigning, BuildEnvelope{Envelope: other, Policy: fourEyes(t), At: at(30)}, ErrInvalidTransition},
-		{"second signature", StateSigned, RecordSignature{TxID: env.TxID, Signature: signature(0x01), At: at(30)}, ErrInvalidTransition},
-		{"signature for another txid", StateSigning, RecordSignature{TxID: other.TxID, Signature: signature(0xaa), At: at(30)}, ErrInvalidTransition},
+		{"second signature", StateSigned, RecordSignature{Policy: fourEyes(t), TxID: env.TxID, Signature: signature(0x01), At: at(30)}, ErrInvalidTransition},
+		{"signature for another txid", StateSigning, RecordSignature{Policy: fourEyes(t), TxID: other.TxID, Signature: signature(0xaa), At: at(30)}, ErrInvalidTransition},
 		{"intent skipping a send", StateSigned, RecordBroadcastIntent{TxID: env.TxID, Send: 3, At: at(30)}, ErrInvalidTransition},
 		{"other result for the accepted send", StateBroadcast, RecordAccepted{TxID: env.TxID, Send: 1, Result: "DUP_TRANSACTION_ERROR", At: at(30)}, ErrInvalidTransition},
 		{"confirmation in another block", StateConfirmed, Confirm{TxID: env.TxID, BlockNumber: 101, BlockTime: exp1 - 30_000, Receipt: ReceiptSuccess, At: at(30)}, ErrInvalidTransition},
@@ -308,7 +308,7 @@ func TestRebuildRequiresChainTimeProof(t *testing.T) {
 		{"evidence about another expiration", func(e *Evidence) { e.Expiration = exp1 - 60_000; e.SolidBlockTime = exp1 }, ErrInvalidEvidence},
 		{"negative margin", func(e *Evidence) { e.Margin = -1 }, ErrInvalidEvidence},
 		{"missing evidence", func(e *Evidence) { *e = Evidence{} }, ErrInvalidEvidence},
-		{"exactly at expiration + margin", func(e *Evidence) { e.SolidBlockTime = exp1 + e.Margin }, nil},
+		{"exactly at expiration + margin", func(e *Evidence) { e.SolidBlockTime = exp1 + e.Margin; e.Scan.ToTime = exp1 + e.Margin }, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,7 +338,7 @@ func TestRebuildRetiresTheOldTxidForGood(t *testing.T) {
 	decideNothing(t, w, rb)
 	// A stale worker still holding the old txid is stopped at every step.
 	for _, c := range []Command{
-		RecordSignature{TxID: env.TxID, Signature: signature(0xaa), At: at(31)},
+		RecordSignature{Policy: fourEyes(t), TxID: env.TxID, Signature: signature(0xaa), At: at(31)},
 		RecordBroadcastIntent{TxID: env.TxID, Send: 2, At: at(31)},
 		RecordAccepted{TxID: env.TxID, Send: 1, Result: "SUCCESS", At: at(31)},
 		Confirm{TxID: env.TxID, BlockNumber: 100, BlockTime: exp1 - 1, Receipt: ReceiptSuccess, At: at(31)},
@@ -348,7 +348,7 @@ func TestRebuildRetiresTheOldTxidForGood(t *testing.T) {
 		decideErr(t, w, c, ErrInvalidTransition)
 	}
 	// A rebuild can never bring back a used txid.
-	w = step(t, w, RecordSignature{TxID: next.TxID, Signature: signature(0xbb), At: at(32)})
+	w = step(t, w, RecordSignature{Policy: fourEyes(t), TxID: next.TxID, Signature: signature(0xbb), At: at(32)})
 	decideErr(t, w, Rebuild{RetiredTxID: next.TxID, Evidence: proof(next.Expiration), Envelope: env, At: at(90)}, ErrInvalidEnvelope)
 	// The new envelope goes through the same steps, numbered afresh.
 	w = step(t, w, RecordBroadcastIntent{TxID: next.TxID, Send: 1, At: at(33)})
@@ -487,7 +487,7 @@ func rebuildPath(t *testing.T) []Command {
 	cmds = cmds[:len(cmds)-2] // up to the first intent
 	return append(cmds,
 		Rebuild{RetiredTxID: env.TxID, Evidence: proof(exp1), Envelope: next, At: at(40)},
-		RecordSignature{TxID: next.TxID, Signature: signature(0xbb), At: at(41)},
+		RecordSignature{Policy: fourEyes(t), TxID: next.TxID, Signature: signature(0xbb), At: at(41)},
 		RecordBroadcastIntent{TxID: next.TxID, Send: 1, At: at(42)},
 		RecordBroadcastIntent{TxID: next.TxID, Send: 2, At: at(43)},
 		RecordAccepted{TxID: next.TxID, Send: 2, Result: "SUCCESS", At: at(44)},
