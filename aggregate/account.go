@@ -224,8 +224,15 @@ func (x Amount) pin() Amount {
 	return x
 }
 
-// CreditAmount returns the amount of credit id, if it was recorded.
+// CreditAmount returns the amount of credit id, if it was recorded. For
+// "internal:<withdrawal id>" it is the internal transfer's credit
+// (InternalCredit) when there is one.
 func (a Account) CreditAmount(id string) (Amount, bool) {
+	if wid, ok := strings.CutPrefix(id, InternalCreditPrefix); ok {
+		if v, ok := a.InternalCredit(wid); ok {
+			return v, true
+		}
+	}
 	v, ok := a.credits[id]
 	return v, ok
 }

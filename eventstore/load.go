@@ -25,11 +25,24 @@ import (
 // with a get by sequence — costs one O(1) lookup per event: ~0.45 ms at
 // both sizes, memory and file storage alike.
 func (s *Store) Load(ctx context.Context, k Key) ([]Record, Position, error) {
+	return s.load(ctx, k, s.directGet)
+}
+
+// LoadLatest is Load with the subject's last event read through the stream
+// leader, never a replica that may lag: what a decision needs that rests on
+// the read alone, with no fenced append after it to catch a stale view
+// ("no reservation", "the policy in force"). Slower than Load by one API
+// round trip; the earlier events are then read as Load reads them.
+func (s *Store) LoadLatest(ctx context.Context, k Key) ([]Record, Position, error) {
+	return s.load(ctx, k, s.leaderGet)
+}
+
+func (s *Store) load(ctx context.Context, k Key, getLast func(context.Context, msgGetRequest) (*storedMsg, error)) ([]Record, Position, error) {
 	if err := k.Validate(); err != nil {
 		return nil, Position{}, err
 	}
 	subj := s.Subject(k)
-	last, err := s.directGet(ctx, msgGetRequest{LastFor: subj})
+	last, err := getLast(ctx, msgGetRequest{LastFor: subj})
 	if errors.Is(err, errMsgNotFound) {
 		return nil, Position{}, nil
 	}

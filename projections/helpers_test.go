@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -253,14 +255,34 @@ func usdt(s string) aggregate.Amount { return aggregate.MustParseAmount(aggregat
 func envelope(seed string, expiration int64) aggregate.Envelope {
 	raw := []byte("raw-data:" + seed)
 	sum := sha256.Sum256(raw)
-	return aggregate.Envelope{TxID: hex.EncodeToString(sum[:]), RawDataHex: hex.EncodeToString(raw), Expiration: expiration, FeeLimit: 30_000_000}
+	ref := blockID(refBlock)
+	return aggregate.Envelope{TxID: hex.EncodeToString(sum[:]), RawDataHex: hex.EncodeToString(raw), Expiration: expiration, FeeLimit: 30_000_000,
+		RefBlockNum: refBlock, RefBlockHash: hex.EncodeToString(ref[8:16])}
+}
+
+// refBlock is every test envelope's TAPoS reference block.
+const refBlock = int64(70_000_000)
+
+// blockID is a TRON-shaped block id: the 8-byte block number, then a hash.
+func blockID(n int64) [32]byte {
+	id := sha256.Sum256(fmt.Appendf(nil, "block %d", n))
+	binary.BigEndian.PutUint64(id[:8], uint64(n))
+	return id
 }
 
 func signature(b byte) string { return strings.Repeat(hex.EncodeToString([]byte{b}), 64) + "01" }
 
 // proof is chain-time evidence that an envelope expiring at exp is dead.
 func proof(exp int64) aggregate.Evidence {
-	return aggregate.Evidence{SolidBlockNumber: 70_000_123, SolidBlockTime: exp + 60_000, Expiration: exp, Margin: 30_000, Lookup: aggregate.LookupNotFound}
+	to := refBlock + 123
+	from, last := blockID(refBlock), blockID(to)
+	return aggregate.Evidence{
+		SolidBlockNumber: to, SolidBlockTime: exp + 60_000, Expiration: exp, Margin: 30_000, Lookup: aggregate.LookupNotFound,
+		Scan: aggregate.BlockScan{
+			From: refBlock, FromID: hex.EncodeToString(from[:]), FromTime: exp - 120_000,
+			To: to, ToID: hex.EncodeToString(last[:]), ToTime: exp + 60_000, IDsSHA256: strings.Repeat("ab", 32),
+		},
+	}
 }
 
 const toAddr = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy"

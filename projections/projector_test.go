@@ -101,7 +101,7 @@ func TestViewsFollowAScriptedHistory(t *testing.T) {
 		t.Fatalf("lease lapsed mid-flight must be ambiguous: %+v", lapsed)
 	}
 
-	upTo(w.do(wSmall, aggregate.RecordSignature{TxID: env.TxID, Signature: signature(0xaa), At: minutes(8)}))
+	upTo(w.do(wSmall, aggregate.RecordSignature{Policy: w.policy, TxID: env.TxID, Signature: signature(0xaa), At: minutes(8)}))
 	upTo(w.do(wSmall, aggregate.RecordBroadcastIntent{TxID: env.TxID, Send: 1, At: minutes(9)}))
 	if item := onlyInFlight(t, p, minutes(10)); item.State != aggregate.StateBroadcasting || !item.Unacknowledged || !item.Ambiguous ||
 		item.Age != time.Minute || item.EnvelopeAge != 3*time.Minute || item.Sends != 1 {

@@ -155,7 +155,7 @@ func (h *history) advance(id string) {
 		case roll < 25:
 			h.claim(id, wd)
 		default:
-			w.do(id, aggregate.RecordSignature{TxID: wd.TxID(), Signature: signature(byte(h.rng.IntN(256))), At: h.tick()})
+			w.do(id, aggregate.RecordSignature{Policy: w.policy, TxID: wd.TxID(), Signature: signature(byte(h.rng.IntN(256))), At: h.tick()})
 		}
 	case aggregate.StateSigned:
 		w.do(id, aggregate.RecordBroadcastIntent{TxID: wd.TxID(), Send: 1, At: h.tick()})
@@ -170,7 +170,8 @@ func (h *history) advance(id string) {
 		case wd.State == aggregate.StateBroadcasting:
 			w.do(id, aggregate.RecordAccepted{TxID: wd.TxID(), Send: wd.Sends, Result: "SUCCESS", At: h.tick()})
 		case roll < 40:
-			w.do(id, aggregate.Fail{Reason: aggregate.ReasonReverted, TxID: wd.TxID(), At: h.tick()})
+			w.do(id, aggregate.Fail{Reason: aggregate.ReasonReverted, TxID: wd.TxID(), At: h.tick(),
+				Receipt: &aggregate.FailureReceipt{BlockNumber: 1000, BlockTime: h.clock.UnixMilli(), Result: "REVERT"}})
 			h.end(id, false, aggregate.ReasonReverted)
 		default:
 			w.do(id, aggregate.Confirm{TxID: wd.TxID(), BlockNumber: 1000 + h.rng.Int64N(1000), BlockTime: h.clock.UnixMilli(),

@@ -143,7 +143,7 @@ func (s *state) applyWithdrawal(rec eventstore.Record) error {
 	if open {
 		s.unindex(prev, id)
 	}
-	o.w = aggregate.Evolve(o.w, e)
+	o.w = aggregate.EvolveRecorded(o.w, e, rec.Time) // a claim is bounded by the server's record time
 	o.w.Version = rec.AggregateVersion
 	o.seq = rec.Sequence
 	if o.w.State != prev {

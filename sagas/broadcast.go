@@ -65,14 +65,8 @@ func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
 	if err != nil {
 		return stepStop, err
 	}
-	if err := wk.write(ctx, f, aggregate.RecheckApprovals{Policy: policy, At: wk.now()}, true); err != nil {
+	if stop, err := wk.recheck(ctx, f, policy); stop || err != nil {
 		return stepStop, err
-	}
-	if f.w.State != aggregate.StateApproved {
-		// The policy tightened since approval: back to requested, with the
-		// reason recorded; more approvals can make it ready again.
-		wk.log.Info("approvals no longer suffice", "withdrawal", f.w.ID, "policy_version", policy.Version, "reason", f.w.Reason)
-		return stepStop, nil
 	}
 	if f.w.Route.IsInternal() {
 		if wk.crashAt(CrashBeforeSettleInternal, f.w.ID) {
@@ -89,7 +83,7 @@ func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
 		err := wk.write(ctx, f, aggregate.Reject{Reason: ReasonInvalidAddress, Detail: err.Error(), At: wk.now()}, true)
 		return stepStop, err
 	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, 1)
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
 	if err != nil {
 		return stepWait, err
 	}
@@ -190,17 +184,53 @@ func signedTx(w aggregate.Withdrawal) (tron.SignedTx, error) {
 	return tron.SignedTx{Raw: env.Raw, Signature: sig}, nil
 }
 
-// sign signs the written-ahead envelope. Signing again after a crash is
+// recheck re-checks the approvals against policy (the policy in force,
+// read from the stream leader) counting only approvers who still hold the
+// role. When they fall short the withdrawal goes back to requested with
+// the reason recorded — from signing, retiring the unsigned envelope,
+// which can never land — and stop is true: more approvals can make it
+// ready again.
+func (wk *Worker) recheck(ctx context.Context, f *flight, policy aggregate.Policy) (stop bool, err error) {
+	from := f.w.State
+	if err := wk.write(ctx, f, aggregate.RecheckApprovals{Policy: policy, Revoked: wk.revoked(f.w), At: wk.now()}, true); err != nil {
+		return true, err
+	}
+	if f.w.State == from {
+		return false, nil
+	}
+	if from == aggregate.StateSigning {
+		wk.forget(f.w.Retired[len(f.w.Retired)-1].TxID)
+	}
+	wk.log.Info("approvals no longer suffice", "withdrawal", f.w.ID, "from", from, "policy_version", policy.Version,
+		"reason", f.w.Reason, "discounted", f.w.Invalidation.Discounted)
+	return true, nil
+}
+
+// sign signs the written-ahead envelope. Right before it, the approvals
+// are re-checked against the policy in force (read from the stream
+// leader) and the approver roles in force: a worker that crashed after
+// the build, or a signer that was down, must not let the next worker sign
+// under a policy that has since tightened. Signing again after a crash is
 // harmless: the txid is fixed, and the signature does not change it.
 func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 	env, err := storedEnvelope(f.w)
 	if err != nil {
 		return stepStop, err
 	}
-	// A signer that is not the envelope's owner (a key rotated under an
-	// envelope in flight) is refused here rather than failing the
-	// withdrawal: the envelope may be signable again once the right key is
-	// configured, and nothing has been sent.
+	policy, err := wk.policy(ctx)
+	if err != nil {
+		return stepWait, err
+	}
+	if stop, err := wk.recheck(ctx, f, policy); stop || err != nil {
+		return stepStop, err
+	}
+	if env.Owner != wk.cfg.Signer.Address() {
+		// The hot-wallet key rotated under an envelope built for the old
+		// owner: it can never be signed now, and never signed it can never
+		// land, so it is replaced — recorded as such — by one for the new
+		// owner.
+		return wk.replaceForSigner(ctx, f, env.Owner)
+	}
 	stx, err := tron.SignEnvelope(tron.WithWorker(ctx, wk.cfg.ID), wk.cfg.Signer, env)
 	if err != nil {
 		return stepWait, fmt.Errorf("sign %s: %w", f.w.Envelope.TxID, err)
@@ -208,12 +238,38 @@ func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 	if wk.crashAt(CrashAfterSignBeforeRecord, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
-	if err := wk.write(ctx, f, aggregate.RecordSignature{TxID: f.w.Envelope.TxID, Signature: hex.EncodeToString(stx.Signature), At: wk.now()}, true); err != nil {
+	if err := wk.write(ctx, f, aggregate.RecordSignature{
+		TxID: f.w.Envelope.TxID, Signature: hex.EncodeToString(stx.Signature),
+		Policy: policy, Revoked: wk.revoked(f.w), At: wk.now(),
+	}, true); err != nil {
 		return stepStop, err
 	}
 	if wk.crashAt(CrashAfterSignature, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
+	return stepNext, nil
+}
+
+// replaceForSigner retires the never-signed envelope built for owner and
+// writes ahead a new one for the configured signer.
+func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Address) (stepResult, error) {
+	to, err := tron.ParseAddress(f.w.ToAddress)
+	if err != nil {
+		return stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
+	}
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	if err != nil {
+		return stepWait, err
+	}
+	old := f.w.Envelope.TxID
+	if err := wk.write(ctx, f, aggregate.ReplaceUnsigned{
+		RetiredTxID: old, Reason: aggregate.ReasonSignerChanged, Envelope: env, At: wk.now(),
+	}, true); err != nil {
+		return stepStop, err
+	}
+	wk.forget(old)
+	wk.log.Warn("envelope built for another signer replaced", "withdrawal", f.w.ID, "retired", old,
+		"old_owner", owner.String(), "signer", wk.cfg.Signer.Address().String(), "txid", env.TxID)
 	return stepNext, nil
 }
 
@@ -296,13 +352,25 @@ func (wk *Worker) accepted(ctx context.Context, f *flight, send int, result stri
 	return stepNext, nil
 }
 
+// failure is why a withdrawal ends without payout, with its proof: the
+// failing receipt of an included transaction, or the proof of death of
+// the current envelope (the decider refuses a signed envelope's failure
+// without one).
+type failure struct {
+	reason, detail string
+	receipt        *aggregate.FailureReceipt
+	evidence       *aggregate.Evidence
+}
+
 // fail ends the withdrawal without payout.
-func (wk *Worker) fail(ctx context.Context, f *flight, reason, detail string) (stepResult, error) {
+func (wk *Worker) fail(ctx context.Context, f *flight, fl failure) (stepResult, error) {
 	if wk.crashAt(CrashBeforeFail, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
-	detail = clipText(detail, maxDetail)
-	if err := wk.write(ctx, f, aggregate.Fail{Reason: reason, TxID: f.w.Envelope.TxID, Detail: detail, At: wk.now()}, true); err != nil {
+	reason, detail := fl.reason, clipText(fl.detail, maxDetail)
+	if err := wk.write(ctx, f, aggregate.Fail{
+		Reason: reason, TxID: f.w.Envelope.TxID, Detail: detail, Receipt: fl.receipt, Evidence: fl.evidence, At: wk.now(),
+	}, true); err != nil {
 		return stepStop, err
 	}
 	wk.log.Warn("failed", "withdrawal", f.w.ID, "reason", reason, "detail", detail)

@@ -692,7 +692,7 @@ func TestHardRejectOnFirstSendFailsOnlyWithProofThenReleases(t *testing.T) {
 	r := newBCRig(t, func(c *tron.SimConfig) { c.Verifiers = nil })
 	id := r.ready(bcAddress("sigerror"), "10")
 	w := r.untilProvenFailed(id, 120, r.worker("w1"))
-	wantNodeRejectedWithProof(t, w, tron.CodeSigError)
+	wantNodeRejectedWithProof(t, r, w, tron.CodeSigError)
 	if s := r.sends(w); len(s) != 1 || s[0].Code != tron.CodeSigError {
 		t.Fatalf("send log %+v", s)
 	}
@@ -714,8 +714,13 @@ func TestOutOfEnergyFailsWithItsReason(t *testing.T) {
 	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonOutOfEnergy {
 		t.Fatalf("%s %s", w.State, w.Reason)
 	}
-	if txs := r.chainTxs(w); len(txs) != 1 || txs[0].Receipt != tron.ReceiptOutOfEnergy {
+	txs := r.chainTxs(w)
+	if len(txs) != 1 || txs[0].Receipt != tron.ReceiptOutOfEnergy {
 		t.Fatalf("chain %+v", txs)
+	}
+	// The failure carries the failing receipt and its solid block.
+	if f := r.wantFailureProven(w); f.Receipt == nil || f.Receipt.Result != string(tron.ReceiptOutOfEnergy) || f.Receipt.BlockNumber != txs[0].BlockNumber {
+		t.Fatalf("failed without the receipt as its proof: %+v", f)
 	}
 	r.settled(w)
 }
@@ -743,8 +748,8 @@ func TestAttemptsExhaustedFailsOnlyWithProof(t *testing.T) {
 	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonAttemptsExhausted {
 		t.Fatalf("%s %s", w.State, w.Reason)
 	}
-	if !strings.Contains(w.Detail, "lookup not_found") {
-		t.Fatalf("detail %q does not carry the evidence", w.Detail)
+	if f := r.wantFailureProven(w); f.Evidence == nil || !strings.Contains(w.Detail, "hold no "+w.TxID()) {
+		t.Fatalf("attempts exhausted without the proof of death: %+v, detail %q", f, w.Detail)
 	}
 	r.nothingOnChain(w)
 	r.settled(w)

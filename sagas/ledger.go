@@ -241,7 +241,10 @@ func (l *Ledger) Release(ctx context.Context, w aggregate.Withdrawal) error {
 		Account: w.Account, WithdrawalID: w.ID, Reason: w.Reason, At: l.now().UTC(),
 	})
 	if errors.Is(err, aggregate.ErrNoReservation) {
-		return nil // never reserved (e.g. rejected for insufficient funds)
+		// Never reserved (e.g. rejected for insufficient funds). The Repo
+		// confirmed the refusal on the stream leader's view, so a replica
+		// behind the account.reserved event cannot make it look so.
+		return nil
 	}
 	return err
 }
@@ -261,8 +264,10 @@ func (l *Ledger) Finish(ctx context.Context, w aggregate.Withdrawal) error {
 			return fmt.Errorf("settle %s on %s: %w", w.ID, w.Account, err)
 		}
 		if w.Route.IsInternal() {
-			_, _, err = l.repo.UpdateAccount(ctx, w.Route.Account(), aggregate.Credit{
-				Account: w.Route.Account(), CreditID: "internal:" + w.ID, Amount: w.Amount, At: l.now().UTC(),
+			// Its own command, keyed by the withdrawal: no operator credit
+			// id can collide with it (issue 16, item 5).
+			_, _, err = l.repo.UpdateAccount(ctx, w.Route.Account(), aggregate.CreditInternal{
+				Account: w.Route.Account(), WithdrawalID: w.ID, Amount: w.Amount, At: l.now().UTC(),
 			})
 			if err != nil {
 				return fmt.Errorf("credit internal transfer %s to %s: %w", w.ID, w.Route.Account(), err)

@@ -203,7 +203,7 @@ func TestReceiptFailureOnlyOnExplicitResults(t *testing.T) {
 		{tron.ReceiptDefault, "", false},
 		{"SOMETHING_NEW", "", false},
 	} {
-		reason, failed := receiptFailure(c.receipt)
+		reason, failed := aggregate.FailureReasonOf(string(c.receipt))
 		if reason != c.reason || failed != c.failed {
 			t.Errorf("receipt %q: %q %v, want %q %v", c.receipt, reason, failed, c.reason, c.failed)
 		}

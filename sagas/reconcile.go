@@ -3,7 +3,6 @@ package sagas
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/tron"
@@ -27,13 +26,8 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 }
 
 // confirm handles broadcast: the network had the transaction. Only the
-// solidity view decides the outcome (a solid block is final); an explicit
-// failing receipt (REVERT, OUT_OF_ENERGY, …) means the transaction is on
-// chain, spent, and moved nothing, so it fails with that reason and is
-// never rebuilt. A receipt that says nothing (empty, DEFAULT, or a result
-// this code does not know) is no proof either way: the worker waits for a
-// later lookup rather than release money that may have left. A
-// transaction the node no longer knows was dropped from the pool: it is
+// solidity view decides the outcome (a solid block is final); see settle.
+// A transaction the node no longer knows was dropped from the pool: it is
 // sent again, as in reconcile.
 func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 	txid := f.w.Envelope.TxID
@@ -42,26 +36,7 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 		return stepWait, err
 	}
 	if solid.State == tron.TxIncluded {
-		if solid.Succeeded() {
-			if wk.crashAt(CrashBeforeConfirm, f.w.ID) {
-				return stepStop, ErrCrashed
-			}
-			if err := wk.write(ctx, f, aggregate.Confirm{
-				TxID: txid, BlockNumber: solid.BlockNumber, BlockTime: solid.BlockTime,
-				Receipt: aggregate.ReceiptSuccess, At: wk.now(),
-			}, true); err != nil {
-				return stepStop, err
-			}
-			wk.log.Info("confirmed", "withdrawal", f.w.ID, "txid", txid, "block", solid.BlockNumber)
-			return stepNext, nil
-		}
-		reason, failed := receiptFailure(solid.Receipt)
-		if !failed {
-			wk.log.Error("included without a receipt result that proves success or failure; waiting for a later lookup",
-				"withdrawal", f.w.ID, "txid", txid, "block", solid.BlockNumber, "receipt", string(solid.Receipt), "message", solid.Message)
-			return stepWait, nil
-		}
-		return wk.fail(ctx, f, reason, fmt.Sprintf("%s: %s", solid, solid.Message))
+		return wk.settle(ctx, f, solid)
 	}
 	st, err := wk.lookup(ctx, txid)
 	if err != nil {
@@ -71,6 +46,41 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 		return stepWait, nil // pending, or in a block that is not solid yet
 	}
 	return wk.resendOrProve(ctx, f)
+}
+
+// settle records the outcome of the current envelope, included in a solid
+// block (st, from the solidity view). A SUCCESS receipt confirms; an
+// explicit failing receipt (REVERT, OUT_OF_ENERGY, …) means the
+// transaction is on chain, spent, and moved nothing, so it fails with that
+// reason, the receipt and its block as the proof, and is never rebuilt. A
+// receipt that says nothing (empty, DEFAULT, or a result this code does
+// not know) is no proof either way: the worker waits for a later answer
+// rather than release money that may have left.
+func (wk *Worker) settle(ctx context.Context, f *flight, st tron.TxStatus) (stepResult, error) {
+	txid := f.w.Envelope.TxID
+	if st.Succeeded() {
+		if wk.crashAt(CrashBeforeConfirm, f.w.ID) {
+			return stepStop, ErrCrashed
+		}
+		if err := wk.write(ctx, f, aggregate.Confirm{
+			TxID: txid, BlockNumber: st.BlockNumber, BlockTime: st.BlockTime,
+			Receipt: aggregate.ReceiptSuccess, At: wk.now(),
+		}, true); err != nil {
+			return stepStop, err
+		}
+		wk.log.Info("confirmed", "withdrawal", f.w.ID, "txid", txid, "block", st.BlockNumber)
+		return stepNext, nil
+	}
+	reason, failed := aggregate.FailureReasonOf(string(st.Receipt))
+	if !failed {
+		wk.log.Error("included without a receipt result that proves success or failure; waiting for a later lookup",
+			"withdrawal", f.w.ID, "txid", txid, "block", st.BlockNumber, "receipt", string(st.Receipt), "message", st.Message)
+		return stepWait, nil
+	}
+	return wk.fail(ctx, f, failure{
+		reason: reason, detail: fmt.Sprintf("%s: %s", st, st.Message),
+		receipt: &aggregate.FailureReceipt{BlockNumber: st.BlockNumber, BlockTime: st.BlockTime, Result: string(st.Receipt)},
+	})
 }
 
 // resendOrProve is the answer to "the node does not know the current
@@ -126,19 +136,23 @@ func (wk *Worker) found(ctx context.Context, f *flight, st tron.TxStatus) (stepR
 }
 
 // whenExpired runs once the head is past the current envelope's
-// expiration. The envelope is dead only if the latest solid block's time —
-// from the node, never the wall clock — is at or past expiration + margin
-// AND the node does not know the txid. The solid head is read first: every
-// block that could include the transaction is then final, so a lookup
-// after it that finds nothing cannot be overtaken by a late inclusion.
-// With the proof, the envelope is replaced (attempt + 1, evidence in the
-// event) or, when attempts are exhausted, the withdrawal fails; without
-// it, the worker waits. An envelope this worker's node hard-rejected is
-// not replaced: with the proof the withdrawal fails with node_rejected,
-// the refusal and the evidence in its detail.
+// expiration. The envelope is dead only when every solid block from its
+// reference block up to the first solid block at or past expiration +
+// margin has been fetched by number and holds no transaction with its
+// txid (scanForExpiry, proof.go): chain time from the blocks themselves,
+// never the wall clock, and never a lookup, which a lagging backend
+// behind a load balancer answers "unknown" for a transaction it has not
+// seen yet. With the proof, the envelope is replaced (attempt + 1, the
+// proof in the event) or, when attempts are exhausted, the withdrawal
+// fails with the proof; without it, the worker waits. A scan that finds
+// the txid settles the withdrawal from that block's receipts. An envelope
+// this worker's node hard-rejected is not replaced: with the proof the
+// withdrawal fails with node_rejected, the refusal in its detail.
 func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error) {
 	txid, exp := f.w.Envelope.TxID, f.w.Envelope.Expiration
 	margin := wk.cfg.ExpiryMargin.Milliseconds()
+	// A cheap gate, not evidence: before any solid head is far enough, a
+	// scan could not finish.
 	nctx, cancel := wk.nodeCtx(ctx)
 	solid, err := wk.cfg.Node.SolidHead(nctx)
 	cancel()
@@ -148,31 +162,30 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if solid.Timestamp < exp+margin {
 		return stepWait, nil
 	}
-	st, err := wk.lookup(ctx, txid)
+	out, err := wk.scanForExpiry(ctx, f.w)
 	if err != nil {
 		return stepWait, err
 	}
-	if st.State != tron.TxUnknown {
-		return wk.found(ctx, f, st)
+	if out.found != nil {
+		return wk.foundInBlock(ctx, f, *out.found)
 	}
-	ev := aggregate.Evidence{
-		SolidBlockNumber: solid.Number, SolidBlockTime: solid.Timestamp,
-		Expiration: exp, Margin: margin, Lookup: aggregate.LookupNotFound,
+	if out.evidence == nil {
+		return stepWait, nil // a block of the range is not solid where we asked
 	}
-	if err := ev.Proves(exp); err != nil {
+	ev := *out.evidence
+	if err := ev.ProvesFor(f.w.Envelope); err != nil {
 		return stepStop, fmt.Errorf("withdrawal %s: expiry proof: %w", f.w.ID, err)
 	}
-	proof := fmt.Sprintf("solid block %d at %d ≥ expiration %d + margin %d, lookup %s",
-		solid.Number, solid.Timestamp, exp, margin, ev.Lookup)
+	proof := fmt.Sprintf("solid blocks %d..%d (last at %d ≥ expiration %d + margin %d) hold no %s",
+		ev.Scan.From, ev.Scan.To, ev.Scan.ToTime, exp, margin, txid)
 	if rej, ok := wk.rejected[txid]; ok {
-		// Keep the evidence whole: only the node's text is cut to fit.
+		// Keep the proof's summary whole: only the node's text is cut to fit.
 		suffix := "; proof: " + proof
-		return wk.fail(ctx, f, aggregate.ReasonNodeRejected, clipText(rej.String(), maxDetail-len(suffix))+suffix)
+		return wk.fail(ctx, f, failure{reason: aggregate.ReasonNodeRejected, detail: clipText(rej.String(), maxDetail-len(suffix)) + suffix, evidence: &ev})
 	}
-	if f.w.Attempt >= wk.cfg.MaxAttempts {
-		return wk.fail(ctx, f, aggregate.ReasonAttemptsExhausted, fmt.Sprintf(
-			"attempt %d of %d expired unseen: solid block %d at %d >= expiration %d + margin %d, lookup %s",
-			f.w.Attempt, wk.cfg.MaxAttempts, solid.Number, solid.Timestamp, exp, margin, ev.Lookup))
+	if spent := f.w.SpentAttempts(); spent >= wk.cfg.MaxAttempts {
+		return wk.fail(ctx, f, failure{reason: aggregate.ReasonAttemptsExhausted, evidence: &ev,
+			detail: fmt.Sprintf("attempt %d of %d expired unseen: %s", spent, wk.cfg.MaxAttempts, proof)})
 	}
 	to, err := tron.ParseAddress(f.w.ToAddress)
 	if err != nil {
@@ -190,33 +203,44 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	}
 	wk.forget(txid)
 	wk.log.Info("rebuilt after proof of death", "withdrawal", f.w.ID, "retired", txid, "txid", env.TxID,
-		"attempt", f.w.Attempt, "solid_block", solid.Number, "solid_time", solid.Timestamp, "expiration", exp)
+		"attempt", f.w.Attempt, "blocks", fmt.Sprintf("%d..%d", ev.Scan.From, ev.Scan.To), "solid_time", ev.Scan.ToTime, "expiration", exp)
 	if wk.crashAt(CrashAfterRebuild, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
 	return stepNext, nil
 }
 
-// receiptFailure names the failure of an included transaction whose
-// receipt says, explicitly, that the contract call failed (java-tron's
-// Transaction.Result.contractResult): the fee is burnt, the txid spent, no
-// token moved. ok is false for a receipt that proves nothing — empty or
-// DEFAULT (no result recorded, or a partial answer) or a value this code
-// does not know — and for SUCCESS.
-func receiptFailure(r tron.ReceiptResult) (reason string, ok bool) {
-	switch r {
-	case tron.ReceiptRevert:
-		return aggregate.ReasonReverted, true
-	case tron.ReceiptOutOfEnergy:
-		return aggregate.ReasonOutOfEnergy, true
-	case tron.ReceiptOutOfTime, tron.ReceiptBadJumpDest, tron.ReceiptOutOfMemory,
-		tron.ReceiptIllegalOperation, tron.ReceiptStackOverflow, tron.ReceiptTransferFailed,
-		tron.ReceiptPrecompiled, tron.ReceiptStackTooSmall, tron.ReceiptStackTooLarge,
-		tron.ReceiptJVMStackOverflow, tron.ReceiptInvalidCode,
-		// UNKNOWN is not "we do not know": java-tron sets it when the VM
-		// ended on an exception it has no name for, and rolls the call back.
-		tron.ReceiptUnknown:
-		return strings.ToLower(string(r)), true
+// foundInBlock handles a scan that found the current txid in solid block
+// b: the network had it after all. The acceptance is recorded as for any
+// lookup that finds it, and the outcome is settled from that block's
+// receipts — asked of the node by block number, so a lagging backend that
+// does not serve the block yet only delays it.
+func (wk *Worker) foundInBlock(ctx context.Context, f *flight, b tron.Block) (stepResult, error) {
+	txid := f.w.Envelope.TxID
+	wk.log.Warn("expired envelope found in a solid block", "withdrawal", f.w.ID, "txid", txid, "block", b.Header.Number)
+	delete(wk.scans, txid)
+	st := tron.TxStatus{State: tron.TxIncluded, BlockNumber: b.Header.Number, BlockTime: b.Header.Timestamp}
+	if f.w.State != aggregate.StateBroadcast {
+		if next, err := wk.found(ctx, f, st); err != nil || next != stepNext {
+			return next, err
+		}
 	}
-	return "", false
+	id, err := tron.ParseTxID(txid)
+	if err != nil {
+		return stepStop, err
+	}
+	nctx, cancel := wk.nodeCtx(ctx)
+	infos, err := wk.cfg.Node.SolidTxInfosByBlockNum(nctx, b.Header.Number)
+	cancel()
+	if err != nil {
+		return stepWait, fmt.Errorf("receipts of block %d: %w", b.Header.Number, err)
+	}
+	for _, in := range infos {
+		if in.TxID == id {
+			return wk.settle(ctx, f, tron.TxStatus{
+				State: tron.TxIncluded, BlockNumber: in.BlockNumber, BlockTime: in.BlockTime, Receipt: in.Receipt, Message: in.Message,
+			})
+		}
+	}
+	return stepWait, nil // this backend did not serve the block's receipts yet
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -103,15 +102,37 @@ func (r *bcRig) untilProvenFailed(id string, rounds int, workers ...*sagas.Worke
 
 // wantNodeRejectedWithProof checks the failure names the node's refusal and
 // carries the whole chain-time evidence.
-func wantNodeRejectedWithProof(t *testing.T, w aggregate.Withdrawal, code tron.BroadcastCode) {
+func wantNodeRejectedWithProof(t *testing.T, r *bcRig, w aggregate.Withdrawal, code tron.BroadcastCode) {
 	t.Helper()
 	if w.State != aggregate.StateFailed || w.Reason != aggregate.ReasonNodeRejected {
 		t.Fatalf("%s %s %q, want failed node_rejected", w.State, w.Reason, w.Detail)
 	}
-	proof := fmt.Sprintf("≥ expiration %d + margin %d, lookup %s", w.Envelope.Expiration, bcMargin.Milliseconds(), aggregate.LookupNotFound)
-	if !strings.HasPrefix(w.Detail, string(code)+": ") || !strings.Contains(w.Detail, "; proof: solid block ") || !strings.HasSuffix(w.Detail, proof) {
-		t.Fatalf("detail %q does not carry the refusal (%s) and the evidence (%s)", w.Detail, code, proof)
+	if !strings.HasPrefix(w.Detail, string(code)+": ") || !strings.Contains(w.Detail, "; proof: solid blocks ") {
+		t.Fatalf("detail %q does not carry the refusal (%s) and the proof's summary", w.Detail, code)
 	}
+	r.wantFailureProven(w)
+}
+
+// wantFailureProven checks the Failed event of w carries its proof in
+// structured form, and that the proof holds on the simulated chain
+// (sagas.VerifyFailure, what the audit calls).
+func (r *bcRig) wantFailureProven(w aggregate.Withdrawal) aggregate.Failed {
+	r.t.Helper()
+	fs := bcOfType[aggregate.Failed](r.events(w.ID))
+	if len(fs) != 1 {
+		r.t.Fatalf("%d failed events", len(fs))
+	}
+	f := fs[0]
+	if f.Evidence == nil && f.Receipt == nil {
+		r.t.Fatalf("failed %s without a proof: %+v", f.Reason, f)
+	}
+	if f.Evidence != nil && f.Evidence.Margin != bcMargin.Milliseconds() {
+		r.t.Fatalf("margin %d", f.Evidence.Margin)
+	}
+	if err := sagas.VerifyFailure(r.ctx, r.sim, w.Envelope, true, f); err != nil {
+		r.t.Fatalf("the failure's proof does not hold on the chain: %v", err)
+	}
+	return f
 }
 
 // The reviewer's scenario: the node hard-rejects the first send; the
@@ -170,7 +191,7 @@ func TestHardRejectOfAResendStopsSendingAndFailsOnlyWithProof(t *testing.T) {
 	id := r.ready(bcAddress("resend-rejected"), "13")
 	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Node = node })
 	w := r.untilProvenFailed(id, 120, w1)
-	wantNodeRejectedWithProof(t, w, tron.CodeTaposError)
+	wantNodeRejectedWithProof(t, r, w, tron.CodeTaposError)
 	if calls, rej := node.counts(); calls != 2 || rej != 1 {
 		t.Fatalf("%d sends (%d rejected), want the lost one and the rejected resend only", calls, rej)
 	}
@@ -190,7 +211,7 @@ func TestHardRejectForgottenByARestartIsSentOnceMore(t *testing.T) {
 	r.until(5, func() bool { return len(r.sends(r.load(id))) == 1 }, r.worker("w1"))
 	restarted := r.worker("w1")
 	w := r.untilProvenFailed(id, 120, restarted)
-	wantNodeRejectedWithProof(t, w, tron.CodeSigError)
+	wantNodeRejectedWithProof(t, r, w, tron.CodeSigError)
 	s := r.sends(w)
 	if len(s) != 2 || s[0].Code != tron.CodeSigError || s[1].Code != tron.CodeSigError || s[0].TxID != s[1].TxID {
 		t.Fatalf("send log %+v, want the same txid refused twice", s)

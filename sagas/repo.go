@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
@@ -32,13 +33,25 @@ var ErrTooMuchContention = errors.New("sagas: too much contention on the stream;
 //   - AppendWithdrawalAt (the broadcast saga): decide against the state the
 //     worker holds and append at the position it last saw; a conflict is
 //     returned as is, so a stale worker stops before any network call.
+//
+// Reads go to any replica (direct get), which may lag the stream leader.
+// A decision that appends is fenced by the append's expectation, so a
+// stale read there costs a conflict and a retry. A decision that appends
+// nothing — a refusal ("no reservation", "insufficient funds") or a replay
+// — has no such fence, so Update* confirm it on the leader's view before
+// returning it (see update).
 type Repo struct {
 	store *eventstore.Store
 	locks keyedMutex
+	// read and readLatest load an aggregate's records; tests replace read
+	// to play a lagging replica.
+	read, readLatest func(context.Context, eventstore.Key) ([]eventstore.Record, eventstore.Position, error)
 }
 
 // NewRepo returns a Repo over store (opened with projections.NewRegistry()).
-func NewRepo(store *eventstore.Store) *Repo { return &Repo{store: store} }
+func NewRepo(store *eventstore.Store) *Repo {
+	return &Repo{store: store, read: store.Load, readLatest: store.LoadLatest}
+}
 
 // Store returns the underlying event store.
 func (r *Repo) Store() *eventstore.Store { return r.store }
@@ -51,6 +64,9 @@ type kind[S any, E interface{ EventType() string }] struct {
 	// setVersion stamps the store's aggregate version on the folded state
 	// (nil when the state has no such field).
 	setVersion func(S, uint64) S
+	// evolveRecorded, when set, folds an event with the server's record
+	// time of its stored message (a withdrawal's claim is bounded by it).
+	evolveRecorded func(S, E, time.Time) S
 }
 
 var (
@@ -62,6 +78,7 @@ var (
 			w.Version = v
 			return w
 		},
+		evolveRecorded: aggregate.EvolveRecorded,
 	}
 	accountKind = kind[aggregate.Account, aggregate.AccountEvent]{
 		typ:    projections.TypeAccount,
@@ -75,9 +92,15 @@ var (
 	}
 )
 
-func load[S any, E interface{ EventType() string }](ctx context.Context, store *eventstore.Store, k kind[S, E], id string) (S, eventstore.Position, error) {
+// load reads and folds one aggregate; latest reads the last event through
+// the stream leader (Store.LoadLatest) instead of any replica.
+func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool) (S, eventstore.Position, error) {
 	var zero S
-	recs, pos, err := store.Load(ctx, eventstore.Key{Type: k.typ, ID: id})
+	read := r.read
+	if latest {
+		read = r.readLatest
+	}
+	recs, pos, err := read(ctx, eventstore.Key{Type: k.typ, ID: id})
 	if err != nil {
 		return zero, pos, fmt.Errorf("load %s %s: %w", k.typ, id, err)
 	}
@@ -85,9 +108,16 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, store *
 	if err != nil {
 		return zero, pos, err
 	}
+	if len(events) != len(recs) {
+		return zero, pos, fmt.Errorf("load %s %s: %d records decoded to %d events", k.typ, id, len(recs), len(events))
+	}
 	s := zero
-	for _, e := range events {
-		s = k.evolve(s, e)
+	for i, e := range events {
+		if k.evolveRecorded != nil {
+			s = k.evolveRecorded(s, e, recs[i].Time)
+		} else {
+			s = k.evolve(s, e)
+		}
 	}
 	if k.setVersion != nil {
 		s = k.setVersion(s, pos.Version)
@@ -139,10 +169,23 @@ func update[S any, E interface{ EventType() string }](ctx context.Context, r *Re
 		var err error
 		if attempt == 0 && from != nil {
 			s, pos = from.state, from.pos
-		} else if s, pos, err = load(ctx, r.store, k, id); err != nil {
+		} else if s, pos, err = load(ctx, r, k, id, false); err != nil {
 			return zero, pos, nil, err
 		}
 		events, err := decide(s)
+		if err != nil || len(events) == 0 {
+			// Nothing will be appended, so no expectation will catch a
+			// stale read: confirm the decision on the leader's view, and
+			// decide again if the stream was further along there.
+			latest, lpos, lerr := load(ctx, r, k, id, true)
+			if lerr != nil {
+				return zero, pos, nil, lerr
+			}
+			if lpos.Sequence != pos.Sequence {
+				s, pos = latest, lpos
+				events, err = decide(s)
+			}
+		}
 		if err != nil {
 			return s, pos, nil, err
 		}
@@ -161,7 +204,7 @@ func update[S any, E interface{ EventType() string }](ctx context.Context, r *Re
 // Withdrawal loads one withdrawal; a withdrawal never requested has
 // State == aggregate.StateNone.
 func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal, eventstore.Position, error) {
-	return load(ctx, r.store, withdrawalKind, id)
+	return load(ctx, r, withdrawalKind, id, false)
 }
 
 // WithdrawalRecords returns a withdrawal's raw records (for its event list
@@ -211,7 +254,7 @@ func (r *Repo) AppendWithdrawalAt(ctx context.Context, w aggregate.Withdrawal, p
 
 // Account loads one account (the zero Account when it has no events).
 func (r *Repo) Account(ctx context.Context, id string) (aggregate.Account, eventstore.Position, error) {
-	return load(ctx, r.store, accountKind, id)
+	return load(ctx, r, accountKind, id, false)
 }
 
 // UpdateAccount decides an account command against the current state and
@@ -225,15 +268,27 @@ func (r *Repo) UpdateAccount(ctx context.Context, id string, cmd aggregate.Accou
 
 // Policy loads the policy stream (the zero PolicyState when none was set).
 func (r *Repo) Policy(ctx context.Context) (aggregate.PolicyState, eventstore.Position, error) {
-	return load(ctx, r.store, policyKind, projections.PolicyStreamID)
+	return load(ctx, r, policyKind, projections.PolicyStreamID, false)
 }
 
 // PolicyInForce is the approval policy in force now: the latest version on
 // the policy stream, or aggregate.DefaultPolicy (version 0) before any was
 // stored. Intake and workers both ask here, so an approval is given and
-// re-checked against the same rule.
+// re-checked against the same rule. It may be answered by a replica that
+// lags; PolicyInForceLatest is not.
 func (r *Repo) PolicyInForce(ctx context.Context) (aggregate.Policy, error) {
-	s, _, err := r.Policy(ctx)
+	return r.policyInForce(ctx, false)
+}
+
+// PolicyInForceLatest is PolicyInForce read through the stream leader: the
+// re-check right before signing or settling uses it, because no append on
+// the policy stream follows that would reveal a stale read.
+func (r *Repo) PolicyInForceLatest(ctx context.Context) (aggregate.Policy, error) {
+	return r.policyInForce(ctx, true)
+}
+
+func (r *Repo) policyInForce(ctx context.Context, latest bool) (aggregate.Policy, error) {
+	s, _, err := load(ctx, r, policyKind, projections.PolicyStreamID, latest)
 	if err != nil {
 		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
 	}

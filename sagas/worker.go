@@ -53,10 +53,18 @@ type WorkerConfig struct {
 	// route) and never touch the chain. Nil means nothing is custodied.
 	Custody func(to string) (account string, ok bool)
 	Work    WorkSource
+	// Approver reports whether a principal holds the approver role in the
+	// principals in force now (cmd/weir passes its principals file).
+	// Approvals by principals who no longer do are not counted at the
+	// re-check before building and right before signing. Nil: every
+	// recorded approval counts.
+	Approver func(principal string) bool
 
 	// Clock is the wall clock, used for leases only: every decision about
-	// a transaction's life is taken on chain time read from the node.
-	// Default time.Now.
+	// a transaction's life is taken on chain time read from the node. A
+	// lease is also bounded by the server's record time of the claim
+	// (aggregate.Claim.Until), so a clock that runs fast cannot hold a
+	// withdrawal longer than Lease of server time. Default time.Now.
 	Clock Clock
 	// Lease is how long a claim keeps other workers away; it is renewed
 	// when less than half of it is left. Default DefaultLease.
@@ -163,6 +171,9 @@ type Worker struct {
 	// that lost it sends once more and is refused again (or, past the
 	// expiration, rebuilds on the proof as for any unseen envelope).
 	rejected map[string]tron.BroadcastResult
+
+	// scans holds the proofs of death in progress, by txid (proof.go).
+	scans map[string]*expiryScan
 }
 
 // flight is a withdrawal in a worker's hands: the state it decided against
@@ -188,6 +199,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		held:     map[string]*flight{},
 		sentAt:   map[string]int64{},
 		rejected: map[string]tron.BroadcastResult{},
+		scans:    map[string]*expiryScan{},
 		spread:   h.Sum64(),
 	}, nil
 }
@@ -352,6 +364,7 @@ func (wk *Worker) drive(ctx context.Context, id string) (bool, error) {
 func (wk *Worker) forget(txid string) {
 	delete(wk.sentAt, txid)
 	delete(wk.rejected, txid)
+	delete(wk.scans, txid)
 }
 
 // driveFlight runs handlers; keep reports whether the worker still holds
@@ -396,11 +409,11 @@ func (wk *Worker) holdLease(ctx context.Context, f *flight) error {
 	now := wk.cfg.Clock().UTC()
 	c := f.w.Claim
 	mine := c.Worker == wk.cfg.ID
-	if mine && c.LeaseUntil.Sub(now) > wk.cfg.Lease/2 {
+	if mine && c.Until().Sub(now) > wk.cfg.Lease/2 {
 		return nil
 	}
 	if !mine && c.HeldAt(now) {
-		return fmt.Errorf("%w: %s holds %s until %s", ErrFenced, c.Worker, f.w.ID, c.LeaseUntil.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: %s holds %s until %s", ErrFenced, c.Worker, f.w.ID, c.Until().Format(time.RFC3339Nano))
 	}
 	if err := wk.write(ctx, f, aggregate.ClaimWithdrawal{Worker: wk.cfg.ID, LeaseUntil: now.Add(wk.cfg.Lease), At: now}, false); err != nil {
 		return err
@@ -452,7 +465,23 @@ func (wk *Worker) nodeCtx(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(tron.WithWorker(ctx, wk.cfg.ID), wk.cfg.NodeTimeout)
 }
 
-// policy returns the approval policy in force now.
+// policy returns the approval policy in force now, read through the stream
+// leader: the re-checks that use it append nothing to the policy stream,
+// so a replica's stale answer would never be caught.
 func (wk *Worker) policy(ctx context.Context) (aggregate.Policy, error) {
-	return wk.cfg.Repo.PolicyInForce(ctx)
+	return wk.cfg.Repo.PolicyInForceLatest(ctx)
+}
+
+// revoked lists the approvers of w who no longer hold the approver role.
+func (wk *Worker) revoked(w aggregate.Withdrawal) []string {
+	if wk.cfg.Approver == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range w.Approvals {
+		if !wk.cfg.Approver(a.By) {
+			out = append(out, a.By)
+		}
+	}
+	return out
 }
