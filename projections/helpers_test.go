@@ -65,7 +65,10 @@ func (w *world) loadWithdrawal(id string) (aggregate.Withdrawal, eventstore.Posi
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	wd := aggregate.Fold(evs)
+	var wd aggregate.Withdrawal
+	for i, e := range evs {
+		wd = aggregate.EvolveRecorded(wd, e, recs[i].Time)
+	}
 	wd.Version = pos.Version
 	return wd, pos
 }
