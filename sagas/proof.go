@@ -55,52 +55,93 @@ type scanOutcome struct {
 	found    *tron.Block         // the solid block that includes the txid
 }
 
+// newExpiryScan starts the scan of env with margin (ms).
+func newExpiryScan(env aggregate.Envelope, margin int64) (*expiryScan, error) {
+	txid, err := tron.ParseTxID(env.TxID)
+	if err != nil {
+		return nil, err
+	}
+	if env.RefBlockNum <= 0 || env.RefBlockHash == "" {
+		return nil, fmt.Errorf("envelope %s records no reference block to scan from", env.TxID)
+	}
+	return &expiryScan{txid: txid, from: env.RefBlockNum, next: env.RefBlockNum, deadline: env.Expiration + margin}, nil
+}
+
 // scanForExpiry continues (or starts) the scan of w's current envelope.
 // Neither field of the outcome set means "not yet": a block past the
 // scanned range is not solid on the backend that answered.
 func (wk *Worker) scanForExpiry(ctx context.Context, w aggregate.Withdrawal) (scanOutcome, error) {
-	env := w.Envelope
-	txid, err := tron.ParseTxID(env.TxID)
-	if err != nil {
-		return scanOutcome{}, err
-	}
-	if env.RefBlockNum <= 0 || env.RefBlockHash == "" {
-		return scanOutcome{}, fmt.Errorf("withdrawal %s: envelope %s records no reference block to scan from", w.ID, env.TxID)
-	}
-	deadline := env.Expiration + wk.cfg.ExpiryMargin.Milliseconds()
+	env, margin := w.Envelope, wk.cfg.ExpiryMargin.Milliseconds()
 	sc := wk.scans[env.TxID]
-	if sc == nil || sc.from != env.RefBlockNum || sc.deadline != deadline {
-		sc = &expiryScan{txid: txid, from: env.RefBlockNum, next: env.RefBlockNum, deadline: deadline}
+	if sc == nil || sc.from != env.RefBlockNum || sc.deadline != env.Expiration+margin {
+		var err error
+		if sc, err = newExpiryScan(env, margin); err != nil {
+			return scanOutcome{}, fmt.Errorf("withdrawal %s: %w", w.ID, err)
+		}
 		wk.scans[env.TxID] = sc
 	}
-	for range maxScanPerStep {
-		nctx, cancel := wk.nodeCtx(ctx)
-		b, err := wk.cfg.Node.SolidBlockByNum(nctx, sc.next)
+	out, err := sc.advance(ctx, wk.cfg.Node, env, margin, maxScanPerStep, wk.nodeCtx)
+	if err != nil && !errors.Is(err, tron.ErrBlockNotSolid) {
+		delete(wk.scans, env.TxID) // two backends disagree (or one lies): start over
+	}
+	if errors.Is(err, tron.ErrBlockNotSolid) {
+		return scanOutcome{}, nil
+	}
+	return out, err
+}
+
+// advance fetches up to budget blocks. It stops at the block that holds
+// the txid (found), at the first block at or past the deadline (evidence),
+// or with an error: one wrapping tron.ErrBlockNotSolid when the next block
+// is not solid on the backend that answered (the scan can resume), any
+// other when a node call failed or the blocks do not link.
+func (sc *expiryScan) advance(ctx context.Context, node tron.Node, env aggregate.Envelope, margin int64, budget int,
+	callCtx func(context.Context) (context.Context, context.CancelFunc)) (scanOutcome, error) {
+	for range budget {
+		nctx, cancel := callCtx(ctx)
+		b, err := node.SolidBlockByNum(nctx, sc.next)
 		cancel()
-		if errors.Is(err, tron.ErrBlockNotSolid) {
-			return scanOutcome{}, nil
-		}
 		if err != nil {
 			return scanOutcome{}, fmt.Errorf("scan for %s: block %d: %w", env.TxID, sc.next, err)
 		}
 		if err := sc.link(b, env.RefBlockHash); err != nil {
-			// Two backends disagree (or one lies): start over rather than
-			// stitch views together.
-			delete(wk.scans, env.TxID)
 			return scanOutcome{}, fmt.Errorf("scan for %s: %w", env.TxID, err)
 		}
-		if slices.Contains(b.TxIDs, txid) {
+		if slices.Contains(b.TxIDs, sc.txid) {
 			return scanOutcome{found: &b}, nil
 		}
 		sc.digest = append(sc.digest, b.Header.ID[:]...)
 		sc.last = b.Header
 		sc.next++
 		if b.Header.Timestamp >= sc.deadline {
-			ev := sc.evidence(env, wk.cfg.ExpiryMargin.Milliseconds())
+			ev := sc.evidence(env, margin)
 			return scanOutcome{evidence: &ev}, nil
 		}
 	}
 	return scanOutcome{}, nil
+}
+
+// ProveExpired scans, in one go, for the proof of death of env with margin
+// (ms): the evidence a worker records, for tools and tests that need one
+// (the demo, audit fixtures). It fails with an error wrapping
+// tron.ErrBlockNotSolid while the range is not solid on node, and with
+// ErrProofRefuted when the txid is in one of the blocks.
+func ProveExpired(ctx context.Context, node tron.Node, env aggregate.Envelope, margin int64) (aggregate.Evidence, error) {
+	sc, err := newExpiryScan(env, margin)
+	if err != nil {
+		return aggregate.Evidence{}, err
+	}
+	noTimeout := func(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
+	out, err := sc.advance(ctx, node, env, margin, aggregate.MaxScanBlocks, noTimeout)
+	switch {
+	case err != nil:
+		return aggregate.Evidence{}, err
+	case out.found != nil:
+		return aggregate.Evidence{}, fmt.Errorf("%w: txid %s is in solid block %d", ErrProofRefuted, env.TxID, out.found.Header.Number)
+	case out.evidence == nil:
+		return aggregate.Evidence{}, fmt.Errorf("scan for %s: no block at or past %d within %d blocks", env.TxID, sc.deadline, aggregate.MaxScanBlocks)
+	}
+	return *out.evidence, nil
 }
 
 // link checks that b is the block the scan expects next.

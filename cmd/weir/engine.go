@@ -232,7 +232,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}()
 	for i := range cfg.Workers {
-		if err := e.startWorker(ctx, i, connect, signer, cust, log); err != nil {
+		if err := e.startWorker(ctx, i, connect, signer, cust, approverRole(principals), log); err != nil {
 			return nil, err
 		}
 	}
@@ -382,9 +382,22 @@ func checkpointName(cfg serveConfig) string {
 	return string(clean)
 }
 
+// approverRole reports, from the principals in force, whether a principal
+// holds the approver role: the workers' re-check before signing does not
+// count approvals by principals who no longer do.
+func approverRole(ps *api.Principals) func(string) bool {
+	approvers := map[string]bool{}
+	for _, p := range ps.All() {
+		if p.Has(api.RoleApprover) {
+			approvers[p.Name] = true
+		}
+	}
+	return func(name string) bool { return approvers[name] }
+}
+
 // startWorker starts broadcast worker i on its own NATS connection (and so
 // its own store handle), as a separate process would have.
-func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, log *slog.Logger) error {
+func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, approver func(string) bool, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i+1)
 	nc, err := connect("weir-worker-" + id)
@@ -398,7 +411,7 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
 		ID: id, Repo: sagas.NewRepo(store), Node: e.node, Signer: signer,
 		Custody: cust.lookup, Work: e.projector, PollInterval: 200 * time.Millisecond,
-		Logger: log,
+		Approver: approver, Logger: log,
 	})
 	if err != nil {
 		return err
