@@ -17,8 +17,11 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/nodetest"
 )
 
 // The happy path, as a baseline for the others: one envelope, one send,
@@ -822,4 +825,289 @@ func bcHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// ---- Issue 16: money safety behind load-balanced nodes, stale reads and
+// skewed clocks. Each test below failed on the code before the fix.
+
+// bcBalanced is the node of a hosted endpoint: a load balancer over an
+// up-to-date backend (0) and one 60 blocks behind (1). lagging names the
+// methods the lagging backend answers.
+func (r *bcRig) bcBalanced(lagging ...nodetest.Method) *nodetest.Balanced {
+	routes := map[nodetest.Method]int{}
+	for _, m := range lagging {
+		routes[m] = 1
+	}
+	return nodetest.NewBalanced(nodetest.ByMethod(0, routes), r.node, &nodetest.Lagging{Sim: r.sim, Behind: 60})
+}
+
+// Item 1. w1 sends tx1, it is accepted, w1 dies; while every worker is down
+// tx1 is mined and becomes solid; w2 resumes behind a load balancer whose
+// lookups land on a backend 60 blocks behind and honestly answer
+// "unknown". The old proof — a solid head past expiration + margin from one
+// request, "not found" from another — rebuilt and paid twice. The proof on
+// the blocks finds tx1 in its block and confirms it: one payment.
+func TestLaggingBackendBehindALoadBalancerCannotMakeTheProofPayTwice(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("balanced"), "77")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterAccepted, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	// Workers are down while the chain moves ~2 minutes: tx1 is mined,
+	// solid, and the solid head passes expiration + margin.
+	w := r.load(id)
+	bcSolidAtLeast(r.sim, w.Envelope.Expiration+bcMargin.Milliseconds())
+	r.sim.Advance(5)
+	if len(r.chainTxs(w)) != 1 {
+		t.Fatal("tx1 was not mined")
+	}
+	r.clock.Advance(bcLease + time.Second)
+	node := r.bcBalanced(nodetest.MethodLookup, nodetest.MethodSolidLookup)
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Node = node })
+	r.until(20, r.terminal(id), w2)
+	w = r.paidOnce(id)
+	if evs := r.events(id); bcCount(evs, aggregate.EventRebuilt) != 0 {
+		t.Fatal("rebuilt an envelope that was on chain")
+	}
+	if w.Confirmation.TxID != bcOfType[aggregate.EnvelopeBuilt](r.events(id))[0].Envelope.TxID {
+		t.Fatal("confirmed another txid than the first envelope's")
+	}
+}
+
+// Item 1. A backend that lacks blocks of the range cannot vouch for them:
+// with every block read from the lagging backend the proof waits, and it
+// completes — with the block range, ids and digest recorded and verified
+// against the chain — once the backend that serves them has them.
+func TestProofOfDeathIsShownOnEveryBlockOfTheRange(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept) // tx1 never reaches the chain
+	id := r.ready(bcAddress("scan"), "78")
+	node := r.bcBalanced(nodetest.MethodSolidBlockByNum)
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Node = node })
+	r.until(5, r.inState(id, aggregate.StateBroadcasting, aggregate.StateBroadcast), w1)
+	w := r.load(id)
+	// Up-to-date, the chain is well past the proof point; the lagging
+	// backend is not, and it alone serves blocks here.
+	bcSolidAtLeast(r.sim, w.Envelope.Expiration+bcMargin.Milliseconds())
+	r.sim.Advance(30)
+	for range 3 {
+		r.round(w1)
+	}
+	if got := r.load(id); got.Attempt != 1 {
+		t.Fatalf("rebuilt on a backend that does not have the blocks: attempt %d", got.Attempt)
+	}
+	r.until(80, func() bool { return r.load(id).Attempt == 2 }, w1)
+	rb := bcOfType[aggregate.Rebuilt](r.events(id))[0]
+	s := rb.Evidence.Scan
+	if s.From != w.Envelope.RefBlockNum || s.ToTime < w.Envelope.Expiration+bcMargin.Milliseconds() || s.Blocks() < 20 {
+		t.Fatalf("scan %+v for envelope ref %d exp %d", s, w.Envelope.RefBlockNum, w.Envelope.Expiration)
+	}
+	if err := sagas.VerifyExpiryProof(r.ctx, r.sim, w.Envelope, rb.Evidence); err != nil {
+		t.Fatal(err)
+	}
+	// A proof whose digest does not match the chain is refuted.
+	forged := rb.Evidence
+	forged.Scan.IDsSHA256 = strings.Repeat("00", 32)
+	if err := sagas.VerifyExpiryProof(r.ctx, r.sim, w.Envelope, forged); !errors.Is(err, sagas.ErrProofRefuted) {
+		t.Fatalf("forged digest: %v", err)
+	}
+	r.until(60, r.terminal(id), w1)
+	r.paidOnce(id)
+}
+
+// Item 2. w1 builds and dies before signing; the policy tightens; w2
+// resumes in signing. It must not sign under the old policy: the re-check
+// right before signing retires the unsigned envelope back to requested,
+// recorded, and a further approval makes it go again.
+func TestPolicyTightenedAfterBuildIsCaughtRightBeforeSigning(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("tightened-late"), "500")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterBuild, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	strict, err := aggregate.NewPolicy("two everywhere", []aggregate.Rule{{Name: "two", Threshold: aggregate.Amount{}, Approvers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.repo.SetPolicy(r.ctx, aggregate.SetPolicy{Policy: strict, By: "ops", At: r.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(bcLease + time.Second)
+	// w2's ordinary reads lag the policy stream: the re-check reads it
+	// from the stream leader.
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { sagas.LagReads(c.Repo, projections.TypePolicy, 1) })
+	r.round(w2)
+	w := r.load(id)
+	if w.State != aggregate.StateRequested || w.Reason != aggregate.ReasonPolicyTightened || w.Signature != "" {
+		t.Fatalf("%s %s signed=%v", w.State, w.Reason, w.Signature != "")
+	}
+	if len(w.Retired) != 1 || !w.Retired[0].Unsigned || len(r.sim.BroadcastLog()) != 0 {
+		t.Fatalf("retired %+v, sends %d", w.Retired, len(r.sim.BroadcastLog()))
+	}
+	r.approve(id, "carol")
+	r.until(40, r.terminal(id), w2)
+	w = r.paidOnce(id)
+	signed := bcOfType[aggregate.Signed](r.events(id))
+	if len(signed) != 1 || signed[0].PolicyVersion != 1 || w.Attempt != 2 || w.SpentAttempts() != 1 {
+		t.Fatalf("signed %+v attempt %d", signed, w.Attempt)
+	}
+}
+
+// Item 2. An approver who lost the role after approving no longer counts at
+// the re-check before signing (the principals in force come from the
+// wiring): the unsigned envelope goes back to requested with
+// approver_revoked, and the approval of someone who holds the role sends it.
+func TestApprovalOfARevokedApproverDoesNotCountAtSigning(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("revoked"), "1500") // bob and carol under four-eyes
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterBuild, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	r.clock.Advance(bcLease + time.Second)
+	notCarol := func(p string) bool { return p != "carol" }
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Approver = notCarol })
+	r.round(w2)
+	w := r.load(id)
+	if w.State != aggregate.StateRequested || w.Reason != aggregate.ReasonApproverRevoked || w.HasApproval("carol") {
+		t.Fatalf("%s %s approvals %+v", w.State, w.Reason, w.Approvals)
+	}
+	r.approve(id, "dave")
+	r.until(40, r.terminal(id), w2)
+	r.paidOnce(id)
+}
+
+// Item 3. A worker whose clock is a year ahead claims and dies. Its lease
+// ends at the server's record time of the claim plus the lease, not a
+// year later: an honest worker takes over after ~30 s of server time.
+func TestWorkerClockAYearAheadCannotStrandAWithdrawal(t *testing.T) {
+	r := newBCRig(t)
+	id := r.ready(bcAddress("fast-clock"), "90")
+	honest := &bcClock{t: time.Now().UTC()} // near the server's clock
+	fast := func() time.Time { return honest.Now().Add(365 * 24 * time.Hour) }
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) {
+		c.Clock, c.Crash = fast, sagas.CrashOnce(sagas.CrashAfterClaim, id)
+	})
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	if c := r.load(id).Claim; c.Worker != "w1" || c.Until().After(time.Now().Add(bcLease)) {
+		t.Fatalf("claim %+v ends %s", c, c.Until())
+	}
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Clock = honest.Now })
+	if _, err := w2.Drive(r.ctx, id); !errors.Is(err, sagas.ErrFenced) {
+		t.Fatalf("a live lease must fence: %v", err)
+	}
+	honest.Advance(2 * time.Minute)
+	r.until(40, r.terminal(id), w2)
+	r.paidOnce(id)
+}
+
+// Item 4. The hot-wallet key rotates while an envelope built for the old
+// owner waits to be signed. It can never be signed, and never signed it can
+// never land: it is replaced, recorded as such, by one for the new owner.
+func TestKeyRotationReplacesAnUnsignedEnvelopeForTheNewOwner(t *testing.T) {
+	rotated := tron.NewHMACSigner([]byte("weir broadcast saga tests: the rotated key"))
+	r := newBCRig(t, func(c *tron.SimConfig) { c.Verifiers = append(c.Verifiers, rotated) })
+	id := r.ready(bcAddress("rotated"), "91")
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Crash = sagas.CrashOnce(sagas.CrashAfterBuild, id) })
+	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+		t.Fatalf("drive: %v", err)
+	}
+	r.clock.Advance(bcLease + time.Second)
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Signer = rotated })
+	r.until(40, r.terminal(id), w2)
+	w := r.load(id)
+	if w.State != aggregate.StateConfirmed {
+		t.Fatalf("%s %s", w.State, w.Reason)
+	}
+	rep := bcOfType[aggregate.EnvelopeReplaced](r.events(id))
+	if len(rep) != 1 || rep[0].Reason != aggregate.ReasonSignerChanged || len(w.Retired) != 1 || !w.Retired[0].Unsigned {
+		t.Fatalf("replaced %+v retired %+v", rep, w.Retired)
+	}
+	txs := r.chainTxs(w)
+	if len(txs) != 1 || txs[0].From != rotated.Address() || tron.HexID(txs[0].TxID) != w.Confirmation.TxID {
+		t.Fatalf("chain %+v", txs)
+	}
+	r.settled(w)
+}
+
+// Item 5. An operator credit may not take an internal transfer's credit id,
+// and one recorded before the prefix was reserved does not collide with the
+// transfer: the internal credit lives under its own key.
+func TestOperatorCreditIDCannotCollideWithAnInternalTransfer(t *testing.T) {
+	r := newBCRig(t)
+	to := bcAddress("custodied-collide")
+	r.custody[to] = "acct-receiver"
+	id := r.ready(to, "321")
+	if _, _, err := r.repo.UpdateAccount(r.ctx, "acct-receiver", aggregate.Credit{
+		Account: "acct-receiver", CreditID: aggregate.InternalCreditPrefix + id, Amount: bcUSDT("5"), At: r.clock.Now(),
+	}); !errors.Is(err, aggregate.ErrInvalidCommand) {
+		t.Fatalf("operator credit in the internal namespace: %v", err)
+	}
+	// A legacy credit with that id, appended as it was written before.
+	if _, err := r.repo.Store().Append(r.ctx, eventstore.Key{Type: projections.TypeAccount, ID: "acct-receiver"}, eventstore.Position{},
+		eventstore.Event{ID: eventstore.NewEventID(), Type: aggregate.EventAccountCredited, Data: aggregate.AccountCredited{
+			Account: "acct-receiver", CreditID: aggregate.InternalCreditPrefix + id, Amount: bcUSDT("5"), At: r.clock.Now(),
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	r.until(5, r.terminal(id), r.worker("w1"))
+	r.settled(r.load(id))
+	recv, _, err := r.repo.Account(r.ctx, "acct-receiver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := recv.InternalCredit(id); !ok || !got.Equal(bcUSDT("321")) || !recv.Available().Equal(bcUSDT("326")) {
+		t.Fatalf("internal credit %s %v, available %s", got, ok, recv.Available())
+	}
+}
+
+// Item 6. The ledger releases a cancelled withdrawal's reservation on a
+// read that a lagging replica answers without the account.reserved event:
+// "no reservation" must be confirmed on the leader, not acknowledged.
+func TestReleaseOnALaggingReplicaDoesNotStrandTheReservation(t *testing.T) {
+	r := newBCRig(t)
+	id := bcOpID(700)
+	if _, _, err := r.request(id, bcAddress("lagging-release"), "60"); err != nil {
+		t.Fatal(err)
+	}
+	r.reserve(id)
+	w, _, err := r.repo.UpdateWithdrawal(r.ctx, id, func(aggregate.Withdrawal) (aggregate.Command, error) {
+		return aggregate.Cancel{By: "alice", At: r.clock.Now()}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := r.newRepo()
+	sagas.LagReads(lagging, projections.TypeAccount, 1) // misses account.reserved
+	if err := sagas.NewLedger(lagging, aggregate.Amount{}, r.clock.Now, nil).Finish(r.ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.reservation(id); res.Status != aggregate.ReservationReleased {
+		t.Fatalf("reservation %s after release on a lagging read", res.Status)
+	}
+}
+
+// Item 6. A lagging replica that has not seen a credit must not reject a
+// withdrawal for insufficient funds.
+func TestInsufficientFundsIsNotDecidedOnALaggingReplica(t *testing.T) {
+	r := newBCRig(t)
+	if _, _, err := r.repo.UpdateAccount(r.ctx, bcAccount, aggregate.Credit{
+		Account: bcAccount, CreditID: "top-up", Amount: bcUSDT("5000000"), At: r.clock.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := bcOpID(701)
+	if _, _, err := r.request(id, bcAddress("lagging-funds"), "3000000"); err != nil {
+		t.Fatal(err)
+	}
+	lagging := r.newRepo()
+	sagas.LagReads(lagging, projections.TypeAccount, 1) // misses the top-up
+	w, err := sagas.NewLedger(lagging, aggregate.Amount{}, r.clock.Now, nil).Reserve(r.ctx, id)
+	if err != nil || !w.Reserved || w.State == aggregate.StateRejected {
+		t.Fatalf("reserve on a lagging read: %s %s reserved=%v err=%v", w.State, w.Reason, w.Reserved, err)
+	}
 }
