@@ -833,8 +833,8 @@ func bcHex(t *testing.T, s string) []byte {
 // bcBalanced is the node of a hosted endpoint: a load balancer over an
 // up-to-date backend (0) and one 60 blocks behind (1). lagging names the
 // methods the lagging backend answers.
-func (r *bcRig) bcBalanced(lagging ...nodetest.Method) *nodetest.Balanced {
-	routes := map[nodetest.Method]int{}
+func (r *bcRig) bcBalanced(lagging ...tron.NodeMethod) *nodetest.Balanced {
+	routes := map[tron.NodeMethod]int{}
 	for _, m := range lagging {
 		routes[m] = 1
 	}
@@ -863,7 +863,7 @@ func TestLaggingBackendBehindALoadBalancerCannotMakeTheProofPayTwice(t *testing.
 		t.Fatal("tx1 was not mined")
 	}
 	r.clock.Advance(bcLease + time.Second)
-	node := r.bcBalanced(nodetest.MethodLookup, nodetest.MethodSolidLookup)
+	node := r.bcBalanced(tron.NodeLookup, tron.NodeSolidLookup)
 	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Node = node })
 	for i := 0; i < 60 && !r.load(id).Terminal(); i++ {
 		r.round(w2)
@@ -888,7 +888,7 @@ func TestProofOfDeathIsShownOnEveryBlockOfTheRange(t *testing.T) {
 	r := newBCRig(t)
 	r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept) // tx1 never reaches the chain
 	id := r.ready(bcAddress("scan"), "78")
-	node := r.bcBalanced(nodetest.MethodSolidBlockByNum)
+	node := r.bcBalanced(tron.NodeSolidBlockByNum)
 	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Node = node })
 	r.until(5, r.inState(id, aggregate.StateBroadcasting, aggregate.StateBroadcast), w1)
 	w := r.load(id)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -33,14 +34,14 @@ func TestAuditPassesACleanHistory(t *testing.T) {
 	for h.chain.sim.CurrentSolidHead().Timestamp < w.Envelope.Expiration+30_000 {
 		h.chain.sim.Advance(10)
 	}
-	solid := h.chain.sim.CurrentSolidHead()
 	w = h.withdrawal(rebuilt)
+	proof, err := sagas.ProveExpired(t.Context(), h.chain.sim, w.Envelope, 30_000)
+	if err != nil {
+		t.Fatal(err)
+	}
 	newEnv, tenv2 := h.chain.envelope(t, w)
 	h.do(rebuilt, func(aggregate.Withdrawal) aggregate.Command {
-		return aggregate.Rebuild{RetiredTxID: env1.TxIDHex(), Evidence: aggregate.Evidence{
-			SolidBlockNumber: solid.Number, SolidBlockTime: solid.Timestamp, Expiration: w.Envelope.Expiration,
-			Margin: 30_000, Lookup: aggregate.LookupNotFound,
-		}, Envelope: newEnv, At: h.at()}
+		return aggregate.Rebuild{RetiredTxID: env1.TxIDHex(), Evidence: proof, Envelope: newEnv, At: h.at()}
 	})
 	tx2 := h.sign(rebuilt, tenv2)
 	h.send(rebuilt, tx2, true)

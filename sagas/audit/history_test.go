@@ -206,7 +206,7 @@ func (h *history) sign(id string, env tron.Envelope) tron.SignedTx {
 		h.t.Fatal(err)
 	}
 	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
-		return aggregate.RecordSignature{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), At: h.at()}
+		return aggregate.RecordSignature{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), Policy: h.policy(), At: h.at()}
 	})
 	return tx
 }
