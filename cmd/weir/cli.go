@@ -583,6 +583,9 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Lists a work queue: approvals (requested, waiting for approvers), ready (approved and\n"+
 			"reserved, waiting for a worker) or in-flight (signing … broadcast).", stderr)
 	o := addClientFlags(fs)
+	var page api.Page
+	fs.IntVar(&page.Limit, "limit", api.DefaultPageLimit, fmt.Sprintf("items per page (at most %d)", api.MaxPageLimit))
+	fs.StringVar(&page.Cursor, "cursor", "", "where the page starts: the cursor the page before printed")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -596,7 +599,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	return clientExec(ctx, o, "queue", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.ItemsBody], error) {
-		return c.Queue(ctx, pos[0], api.Page{})
+		return c.Queue(ctx, pos[0], page)
 	}, func(r api.Reply[api.ItemsBody]) error {
 		doc := r.Value
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -608,6 +611,9 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		fmt.Fprintf(stdout, "%d item(s)\n", len(doc.Items))
+		if doc.NextCursor != nil {
+			fmt.Fprintf(stdout, "more: weir queue %s --cursor %s\n", pos[0], *doc.NextCursor)
+		}
 		return nil
 	})
 }

@@ -43,6 +43,7 @@ type engine struct {
 	sim       *tron.SimNode // nil with --tron-node
 	node      tron.Node
 	httpSrv   *http.Server
+	httpLimit *api.LimitListener
 	tronSrv   *http.Server
 	service   micro.Service
 	httpAddr  string
@@ -240,16 +241,20 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	// Transports.
 	metrics := api.NewMetrics()
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
+	limiter := api.NewRateLimiter(cfg.RateLimit, nil)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
 		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log,
-		Health: e.health, Metrics: metrics,
+		Health: e.health, Metrics: metrics, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
 	})
-	ln, err := net.Listen("tcp", cfg.HTTP)
+	tcpLn, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
+	ln := api.NewLimitListener(tcpLn, httpConnCap(cfg.MaxConns, log), cfg.MaxConnsPerAddr, log)
+	e.httpLimit = ln
 	e.httpAddr = ln.Addr().String()
-	e.httpSrv = &http.Server{Handler: httpHandler, ReadHeaderTimeout: 10 * time.Second}
+	e.httpSrv = api.NewHTTPServer(httpHandler, log)
+	e.httpSrv.ConnState = ln.ConnState
 	go func() {
 		if err := e.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP server stopped", "err", err)
@@ -260,7 +265,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err != nil {
 		return nil, err
 	}
-	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log, Metrics: metrics}); err != nil {
+	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log, Metrics: metrics, RateLimit: limiter}); err != nil {
 		return nil, err
 	}
 	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")

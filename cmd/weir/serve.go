@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/weir-payouts/weir/cmd/weir/api"
 )
 
 func init() {
@@ -35,6 +37,11 @@ type serveConfig struct {
 	DailyLimit       string
 	SigningKey       string
 	LogLevel         string
+	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
+	MaxConns        int
+	MaxConnsPerAddr int
+	MaxInFlight     int
+	RateLimit       float64
 
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
@@ -64,6 +71,10 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
+	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")
+	fs.IntVar(&c.MaxInFlight, "http-max-in-flight", api.DefaultMaxInFlight, "HTTP requests handled at once; beyond: 503 with Retry-After")
+	fs.Float64Var(&c.RateLimit, "rate-limit", api.DefaultRateLimit, "requests per second per principal over HTTP and NATS together, burst 2×; beyond: 429 rate_limited (0 = no limit)")
 	return fs, c
 }
 

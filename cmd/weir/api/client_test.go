@@ -83,13 +83,10 @@ func TestClientDecodesEveryReplyIntoTheViewTypes(t *testing.T) {
 	}
 }
 
-// Without a service on the server the client says so instead of waiting.
+// Without a service on the subject the client says so instead of waiting.
 func TestClientNamesAMissingService(t *testing.T) {
 	e := newEnv(t)
-	if err := e.svc.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	_, err := api.NewClient(e.client, tokOlivia).Policy(t.Context())
+	_, err := api.Call[api.PolicyView](t.Context(), api.NewClient(e.client, tokOlivia), "weir.cmd.nobody", []byte("{}"))
 	if err == nil || !strings.Contains(err.Error(), "no weir service") {
 		t.Fatalf("err %v, want no weir service", err)
 	}

@@ -23,6 +23,8 @@ const (
 	CodeMalformedJSON        = "malformed_json"
 	CodeTooLarge             = "too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeRateLimited          = "rate_limited"    // the principal exceeds its request rate; Retry-After says when to retry
+	CodeReplyTooLarge        = "reply_too_large" // a NATS reply would exceed the server's max payload: page
 	CodeUnavailable          = "unavailable"
 	CodeInternal             = "internal"
 )
@@ -44,6 +46,8 @@ var StatusTable = map[string]int{
 	CodeMethodNotAllowed:       http.StatusMethodNotAllowed,      // 405
 	CodeTooLarge:               http.StatusRequestEntityTooLarge, // 413
 	CodeUnsupportedMediaType:   http.StatusUnsupportedMediaType,  // 415
+	CodeRateLimited:            http.StatusTooManyRequests,       // 429
+	CodeReplyTooLarge:          http.StatusRequestEntityTooLarge, // 413
 
 	// input the domain refuses: 422
 	aggregate.CodeInvalidOperationID: http.StatusUnprocessableEntity,

@@ -83,7 +83,9 @@ func (h *healthSwitch) check(context.Context) error {
 }
 
 type envOpts struct {
-	queues api.Queues
+	queues      api.Queues
+	rateLimit   *api.RateLimiter
+	maxInFlight int
 }
 
 // newEnv runs the real stack: embedded NATS (memory), the event store, the
@@ -114,10 +116,11 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	principals := testPrincipals(t)
 	srv := httptest.NewServer(api.NewHTTPHandler(api.HTTPConfig{
 		Intake: intake, Principals: principals, Queues: o.queues, Health: health.check,
-		Metrics: metrics, Logger: logger,
+		Metrics: metrics, Logger: logger, RateLimit: o.rateLimit, MaxInFlight: o.maxInFlight,
 	}))
 	svc, err := api.StartService(nc, api.ServiceConfig{
 		Intake: intake, Principals: principals, Queues: o.queues, Version: "1.2.3", Metrics: metrics, Logger: logger,
+		RateLimit: o.rateLimit,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,13 @@ type HTTPConfig struct {
 	// command runs to its end even if the client goes away meanwhile, so
 	// a disconnect never leaves a half-decided command behind.
 	CommandTimeout time.Duration
+	// RateLimit is each principal's request budget (share it with the
+	// NATS service); nil: unlimited.
+	RateLimit *RateLimiter
+	// MaxInFlight bounds the API requests handled at once
+	// (DefaultMaxInFlight when zero); beyond it a request is answered 503
+	// unavailable with Retry-After at once, never queued.
+	MaxInFlight int
 }
 
 type httpAPI struct {
@@ -65,6 +72,7 @@ type httpAPI struct {
 	metrics *Metrics
 	mux     *http.ServeMux
 	allowed map[string][]string // path pattern → methods, for 405
+	slots   chan struct{}       // MaxInFlight
 }
 
 // NewHTTPHandler returns the HTTP API of CONTRACT.md. Every route but
@@ -88,10 +96,14 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.CommandTimeout <= 0 {
 		cfg.CommandTimeout = DefaultCommandTimeout
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	a := &httpAPI{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, mux: http.NewServeMux(),
 		ops:     &ops{intake: cfg.Intake, queues: cfg.Queues, now: cfg.Now},
 		allowed: map[string][]string{},
+		slots:   make(chan struct{}, cfg.MaxInFlight),
 	}
 	o := a.ops
 
@@ -117,8 +129,12 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 		return o.account(ctx, p, r.PathValue("id"))
 	})
 	for _, q := range []string{"approvals", "ready", "in-flight"} {
-		a.handle("GET", "/v1/queues/"+q, cmdQueue, false, func(context.Context, Principal, *http.Request, []byte) (result, error) {
-			return o.queue(q)
+		a.handle("GET", "/v1/queues/"+q, cmdQueue, false, func(_ context.Context, _ Principal, r *http.Request, _ []byte) (result, error) {
+			page, err := pageQuery(r)
+			if err != nil {
+				return result{}, err
+			}
+			return o.queue(q, page)
 		})
 	}
 	a.handle("GET", "/v1/policy", cmdPolicyGet, false, func(ctx context.Context, p Principal, _ *http.Request, _ []byte) (result, error) {
@@ -215,6 +231,13 @@ func (a *httpAPI) handle(method, path, command string, withBody bool, fn handler
 	a.mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r)
 		info.command = command
+		select {
+		case a.slots <- struct{}{}:
+			defer func() { <-a.slots }()
+		default:
+			a.fail(w, r, &retryAfter{err: apiError(CodeUnavailable, "", "too many requests in progress; retry"), after: time.Second})
+			return
+		}
 		p, ok := a.cfg.Principals.Authenticate(r.Header.Get(HeaderAuthorization))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
@@ -222,6 +245,10 @@ func (a *httpAPI) handle(method, path, command string, withBody bool, fn handler
 			return
 		}
 		info.principal = p.Name
+		if err := a.cfg.RateLimit.allow(p.Name); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 		if err := authorize(p, command); err != nil {
 			a.fail(w, r, err)
 			return
@@ -284,6 +311,9 @@ func (a *httpAPI) healthz(w http.ResponseWriter, r *http.Request) {
 // recorded for the request log and never shown.
 func (a *httpAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, body, internal := classify(err)
+	if s := retryAfterSeconds(err); s != "" {
+		w.Header().Set("Retry-After", s)
+	}
 	if internal {
 		info := infoOf(r)
 		info.err = err

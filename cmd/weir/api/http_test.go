@@ -444,7 +444,7 @@ func TestQueues(t *testing.T) {
 	for _, name := range []string{"ready", "in-flight"} {
 		r := e.do(t, "GET", "/v1/queues/"+name, tokBob, nil)
 		wantStatus(t, r, http.StatusOK)
-		if strings.TrimSpace(string(r.body)) != `{"items":[]}` {
+		if strings.TrimSpace(string(r.body)) != `{"items":[],"next_cursor":null}` {
 			t.Fatalf("%s: %s", name, r.body)
 		}
 	}
@@ -453,7 +453,7 @@ func TestQueues(t *testing.T) {
 	for _, name := range []string{"approvals", "ready", "in-flight"} {
 		r := e2.do(t, "GET", "/v1/queues/"+name, tokBob, nil)
 		wantStatus(t, r, http.StatusOK)
-		if strings.TrimSpace(string(r.body)) != `{"items":[]}` {
+		if strings.TrimSpace(string(r.body)) != `{"items":[],"next_cursor":null}` {
 			t.Fatalf("%s: %s", name, r.body)
 		}
 	}

@@ -3,8 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
@@ -232,9 +236,12 @@ func policyView(p aggregate.Policy) PolicyView {
 	return v
 }
 
-// ItemsBody is a queue: {"items":[withdrawal...]}, never null.
+// ItemsBody is one page of a queue: {"items":[withdrawal...],
+// "next_cursor":"…"|null}, items never null; next_cursor is null on the
+// last page.
 type ItemsBody struct {
-	Items []QueueItem `json:"items"`
+	Items      []QueueItem `json:"items"`
+	NextCursor *string     `json:"next_cursor"`
 }
 
 // QueueItem is a withdrawal as everywhere else, plus, in the in-flight
@@ -273,27 +280,113 @@ func inFlightView(it projections.InFlightItem) *InFlightView {
 	return v
 }
 
-func (o *ops) queue(name string) (result, error) {
-	items := []QueueItem{}
+// Paging of the queues.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// queue answers one page of a queue. Each queue is ordered by a time (the
+// request, the approval, entering the in-flight state) then by id; the
+// cursor is the last item's (time, id), so a page starts after it whatever
+// left or joined the queue meanwhile.
+func (o *ops) queue(name string, page Page) (result, error) {
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageLimit
+	case limit < 0 || limit > MaxPageLimit:
+		return result{}, apiError(aggregate.CodeInvalidCommand, "limit", fmt.Sprintf("limit must be 1 to %d", MaxPageLimit))
+	}
+	var after *pageKey
+	if page.Cursor != "" {
+		k, err := decodeCursor(page.Cursor)
+		if err != nil {
+			return result{}, err
+		}
+		after = &k
+	}
+	type keyed struct {
+		key  pageKey
+		item QueueItem
+	}
+	var all []keyed
 	if o.queues != nil {
-		var ws []aggregate.Withdrawal
 		switch name {
 		case "approvals":
-			ws = o.queues.PendingApprovals()
+			for _, w := range o.queues.PendingApprovals() {
+				all = append(all, keyed{pageKey{w.RequestedAt, w.ID}, QueueItem{WithdrawalView: w.View()}})
+			}
 		case "ready":
-			ws = o.queues.Ready(o.now())
+			for _, w := range o.queues.Ready(o.now()) {
+				all = append(all, keyed{pageKey{w.ApprovedAt, w.ID}, QueueItem{WithdrawalView: w.View()}})
+			}
 		case "in-flight":
 			for _, it := range o.queues.InFlight(o.now()) {
-				items = append(items, QueueItem{WithdrawalView: it.Withdrawal.View(), InFlight: inFlightView(it)})
+				all = append(all, keyed{pageKey{it.Since, it.ID}, QueueItem{WithdrawalView: it.Withdrawal.View(), InFlight: inFlightView(it)}})
 			}
 		default:
 			return result{}, apiError(CodeNotFound, "", fmt.Sprintf("no queue %q", name))
 		}
-		for _, w := range ws {
-			items = append(items, QueueItem{WithdrawalView: w.View()})
-		}
 	}
-	return result{body: ItemsBody{Items: items}}, nil
+	body := ItemsBody{Items: []QueueItem{}}
+	for i, k := range all {
+		if after != nil && k.key.compare(*after) <= 0 {
+			continue
+		}
+		if len(body.Items) == limit {
+			next := all[i-1].key.encode()
+			body.NextCursor = &next
+			break
+		}
+		body.Items = append(body.Items, k.item)
+	}
+	return result{body: body}, nil
+}
+
+// pageKey is a queue item's place in its order.
+type pageKey struct {
+	at time.Time
+	id string
+}
+
+func (k pageKey) compare(o pageKey) int {
+	if c := k.at.Compare(o.at); c != 0 {
+		return c
+	}
+	return strings.Compare(k.id, o.id)
+}
+
+func (k pageKey) encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(k.at.UTC().Format(time.RFC3339Nano) + " " + k.id))
+}
+
+func decodeCursor(s string) (pageKey, error) {
+	bad := apiError(aggregate.CodeInvalidCommand, "cursor", "not a cursor this API gave out")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return pageKey{}, bad
+	}
+	at, id, ok := strings.Cut(string(b), " ")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || err != nil {
+		return pageKey{}, bad
+	}
+	return pageKey{t, id}, nil
+}
+
+// pageQuery reads ?limit=N&cursor=C.
+func pageQuery(r *http.Request) (Page, error) {
+	q := r.URL.Query()
+	p := Page{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n <= 0 {
+			return Page{}, apiError(aggregate.CodeInvalidCommand, "limit", fmt.Sprintf("limit must be 1 to %d", MaxPageLimit))
+		}
+		p.Limit = n
+	}
+	return p, nil
 }
 
 // idBody is the body of the NATS commands on one withdrawal or account.

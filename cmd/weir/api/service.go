@@ -62,6 +62,9 @@ type ServiceConfig struct {
 	MaxConcurrent int
 	// CommandTimeout bounds each command (DefaultCommandTimeout when zero).
 	CommandTimeout time.Duration
+	// RateLimit is each principal's request budget (share it with the
+	// HTTP API); nil: unlimited.
+	RateLimit *RateLimiter
 }
 
 // StartService registers the micro service "weir" on nc with one endpoint
@@ -190,10 +193,13 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 
 func queueEndpoint(o *ops, name string) natsFunc {
 	return func(_ context.Context, _ Principal, body []byte) (result, error) {
-		if err := decodeEmpty(body); err != nil {
-			return result{}, err
+		var page Page
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := decodeStrict(body, &page); err != nil {
+				return result{}, err
+			}
 		}
-		return o.queue(name)
+		return o.queue(name, page)
 	}
 }
 
@@ -286,6 +292,9 @@ func (s *natsService) run(command string, hdr nats.Header, data []byte, fn natsF
 	if !ok {
 		return "", result{}, apiError(CodeUnauthenticated, "", "a valid Authorization: Bearer <token> header is required")
 	}
+	if err := s.cfg.RateLimit.allow(p.Name); err != nil {
+		return p.Name, result{}, err
+	}
 	if err := authorize(p, command); err != nil {
 		return p.Name, result{}, err
 	}
@@ -313,43 +322,21 @@ func headerValue(h nats.Header, key string) string {
 }
 
 func (s *natsService) respond(subject, command, reply string, start time.Time, principal string, res result, err error) {
-	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
-	status := http.StatusOK
-	var internal error
-	if err != nil {
-		var body ErrorBody
-		var isInternal bool
-		status, body, isInternal = classify(err)
-		if isInternal {
-			internal = err
-			if body.Error.Code == CodeInternal {
-				body.Error.Message = "internal error"
-			}
+	var data []byte
+	if err == nil {
+		var merr error
+		if data, merr = json.Marshal(res.body); merr != nil {
+			err = fmt.Errorf("encode reply: %w", merr)
+		} else if max := s.nc.MaxPayload(); int64(len(data)+replyHeaderRoom) > max {
+			err = apiError(CodeReplyTooLarge, "", fmt.Sprintf(
+				"the reply (%d bytes) would exceed the NATS max payload (%d bytes); ask for less (queues: a smaller limit)", len(data), max))
 		}
-		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(status))
-		msg.Header.Set(micro.ErrorHeader, body.Error.Code)
-		msg.Data, _ = json.Marshal(body)
-	} else {
-		if res.created {
-			status = http.StatusCreated
-		}
-		if res.replayed {
-			msg.Header.Set(HeaderReplayed, "true")
-		}
-		b, merr := json.Marshal(res.body)
-		if merr != nil {
-			internal = merr
-			status = http.StatusInternalServerError
-			msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(status))
-			msg.Header.Set(micro.ErrorHeader, CodeInternal)
-			b, _ = json.Marshal(ErrorBody{ErrorDetail{Code: CodeInternal, Message: "internal error"}})
-		}
-		msg.Data = b
 	}
-	msg.Header.Set("Content-Type", "application/json")
+	msg, status, internal := replyMsg(reply, res, data, err)
 	if reply != "" {
 		if perr := s.nc.PublishMsg(msg); perr != nil {
-			s.log.Warn("nats reply failed", "subject", subject, "err", perr)
+			// Nothing reached the caller: count what really happened.
+			status, internal = http.StatusInternalServerError, fmt.Errorf("reply not sent: %w", perr)
 		}
 	}
 	d := time.Since(start)
@@ -359,4 +346,39 @@ func (s *natsService) respond(subject, command, reply string, start time.Time, p
 		slog.String("principal", principal), slog.Duration("duration", d),
 	}
 	s.log.LogAttrs(context.Background(), logLevel(status, internal), "nats request", append(attrs, errAttr(internal)...)...)
+}
+
+// replyHeaderRoom is kept free of the max payload for the reply's headers.
+const replyHeaderRoom = 512
+
+// replyMsg is the reply to send: the encoded success body, or err as a
+// micro error with the HTTP API's error document. internal is the error to
+// log (its text is not sent).
+func replyMsg(reply string, res result, data []byte, err error) (msg *nats.Msg, status int, internal error) {
+	msg = &nats.Msg{Subject: reply, Header: nats.Header{}, Data: data}
+	msg.Header.Set("Content-Type", "application/json")
+	if err == nil {
+		status = http.StatusOK
+		if res.created {
+			status = http.StatusCreated
+		}
+		if res.replayed {
+			msg.Header.Set(HeaderReplayed, "true")
+		}
+		return msg, status, nil
+	}
+	status, body, isInternal := classify(err)
+	if isInternal {
+		internal = err
+		if body.Error.Code == CodeInternal {
+			body.Error.Message = "internal error"
+		}
+	}
+	if ra := retryAfterSeconds(err); ra != "" {
+		msg.Header.Set("Retry-After", ra)
+	}
+	msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(status))
+	msg.Header.Set(micro.ErrorHeader, body.Error.Code)
+	msg.Data, _ = json.Marshal(body)
+	return msg, status, internal
 }
