@@ -234,8 +234,15 @@ func TestNATSReplyOverTheMaxPayloadIsRefusedAndCountedAsSuch(t *testing.T) {
 	if !errors.As(err, &refused) || refused.Status != http.StatusRequestEntityTooLarge || refused.Code != api.CodeReplyTooLarge {
 		t.Fatalf("a 200-item page over a 32 KiB max payload: %v", err)
 	}
-	if got := requestsCounted(t, metrics, "nats", api.SubjectQueueApprovals, "413"); got != 1 {
-		t.Fatalf("metrics count %v replies 413", got)
+	// The service counts a reply just after sending it: wait for the count.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for requestsCounted(t, metrics, "nats", api.SubjectQueueApprovals, "413") != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("metrics never counted the 413 reply")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	if got := requestsCounted(t, metrics, "nats", api.SubjectQueueApprovals, "200"); got != 0 {
 		t.Fatalf("metrics count %v replies 200", got)
