@@ -2,9 +2,6 @@
 // endpoints show, folded from the event log.
 //
 // What the room is for:
-//   - the domain's vocabulary for the store (NewRegistry) and the decoding of
-//     stored records into domain events (WithdrawalEvents, AccountEvents,
-//     PolicyEvents), shared by everyone who reads the log;
 //   - a Projector that follows the log (eventstore.Subscribe) and keeps, per
 //     open withdrawal, its folded aggregate.Withdrawal and, per account, its
 //     aggregate.Account — folded with aggregate.Evolve and EvolveAccount, the

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
@@ -46,7 +47,7 @@ func newWorld(t testing.TB) *world {
 	t.Helper()
 	srv := eventstoretest.Start(t)
 	nc := srv.Conn()
-	store := srv.StoreOn(testCtx(t), nc, NewRegistry())
+	store := srv.StoreOn(testCtx(t), nc, eventlog.NewRegistry())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +58,11 @@ func newWorld(t testing.TB) *world {
 // loadWithdrawal folds a withdrawal's stream.
 func (w *world) loadWithdrawal(id string) (aggregate.Withdrawal, eventstore.Position) {
 	w.t.Helper()
-	recs, pos, err := w.store.Load(testCtx(w.t), eventstore.Key{Type: TypeWithdrawal, ID: id})
+	recs, pos, err := w.store.Load(testCtx(w.t), eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id})
 	if err != nil {
 		w.t.Fatalf("load withdrawal %s: %v", id, err)
 	}
-	evs, err := WithdrawalEvents(recs)
+	evs, err := eventlog.WithdrawalEvents(recs)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -75,11 +76,11 @@ func (w *world) loadWithdrawal(id string) (aggregate.Withdrawal, eventstore.Posi
 
 func (w *world) loadAccount(id string) (aggregate.Account, eventstore.Position) {
 	w.t.Helper()
-	recs, pos, err := w.store.Load(testCtx(w.t), eventstore.Key{Type: TypeAccount, ID: id})
+	recs, pos, err := w.store.Load(testCtx(w.t), eventstore.Key{Type: eventlog.TypeAccount, ID: id})
 	if err != nil {
 		w.t.Fatalf("load account %s: %v", id, err)
 	}
-	evs, err := AccountEvents(recs)
+	evs, err := eventlog.AccountEvents(recs)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func (w *world) try(id string, cmd aggregate.Command) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return w.append(eventstore.Key{Type: TypeWithdrawal, ID: id}, pos, toStore(evs)), nil
+	return w.append(eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}, pos, toStore(evs)), nil
 }
 
 // acct decides an account command and appends the result.
@@ -126,7 +127,7 @@ func (w *world) tryAcct(id string, cmd aggregate.AccountCommand) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	return w.append(eventstore.Key{Type: TypeAccount, ID: id}, pos, toStore(evs)), nil
+	return w.append(eventstore.Key{Type: eventlog.TypeAccount, ID: id}, pos, toStore(evs)), nil
 }
 
 func (w *world) append(k eventstore.Key, pos eventstore.Position, evs []eventstore.Event) uint64 {

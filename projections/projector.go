@@ -91,7 +91,7 @@ type Projector struct {
 	saveMu sync.Mutex // one checkpoint write at a time, in state order
 }
 
-// New returns a stopped projector over store (opened with NewRegistry()).
+// New returns a stopped projector over store (opened with eventlog.NewRegistry()).
 func New(store *eventstore.Store, opts Options) *Projector {
 	opts.withDefaults()
 	return &Projector{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 )
 
@@ -243,12 +244,12 @@ func TestOutOfOrderRecordStopsTheProjection(t *testing.T) {
 	// arrives over a gap.
 	var skipped bool
 	for _, r := range recs {
-		if r.Key.Type == TypeWithdrawal && r.AggregateVersion == 2 && !skipped {
+		if r.Key.Type == eventlog.TypeWithdrawal && r.AggregateVersion == 2 && !skipped {
 			skipped = true
 			continue
 		}
 		err := p.handle(r)
-		if r.Key.Type == TypeWithdrawal && r.AggregateVersion == 3 {
+		if r.Key.Type == eventlog.TypeWithdrawal && r.AggregateVersion == 3 {
 			var ae *ApplyError
 			if !errors.As(err, &ae) || !errors.Is(err, ErrOutOfOrder) || ae.Sequence != r.Sequence {
 				t.Fatalf("gap: err = %v, want an ApplyError wrapping ErrOutOfOrder at seq %d", err, r.Sequence)
@@ -369,7 +370,7 @@ func TestUndecodableEventStopsTheProjector(t *testing.T) {
 	before := p.Snapshot()
 
 	// A registered type with a payload the domain refuses (unknown member).
-	bad := w.append(eventstore.Key{Type: TypeWithdrawal, ID: wLarge}, eventstore.Position{},
+	bad := w.append(eventstore.Key{Type: eventlog.TypeWithdrawal, ID: wLarge}, eventstore.Position{},
 		[]eventstore.Event{{ID: eventstore.NewEventID(), Type: aggregate.EventRequested, Data: map[string]any{"surprise": 1}}})
 	err := p.WaitFor(ctx, bad)
 	var ae *ApplyError

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 )
 
@@ -91,9 +92,9 @@ func (s *state) apply(rec eventstore.Record) (bool, error) {
 	}
 	var err error
 	switch rec.Key.Type {
-	case TypeWithdrawal:
+	case eventlog.TypeWithdrawal:
 		err = s.applyWithdrawal(rec)
-	case TypeAccount:
+	case eventlog.TypeAccount:
 		err = s.applyAccount(rec)
 	}
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/nodetest"
@@ -942,7 +942,7 @@ func TestPolicyTightenedAfterBuildIsCaughtRightBeforeSigning(t *testing.T) {
 	r.clock.Advance(bcLease + time.Second)
 	// w2's ordinary reads lag the policy stream: the re-check reads it
 	// from the stream leader.
-	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { sagas.LagReads(c.Repo, projections.TypePolicy, 1) })
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { sagas.LagReads(c.Repo, eventlog.TypePolicy, 1) })
 	r.round(w2)
 	w := r.load(id)
 	if w.State != aggregate.StateRequested || w.Reason != aggregate.ReasonPolicyTightened || w.Signature != "" {
@@ -1053,7 +1053,7 @@ func TestOperatorCreditIDCannotCollideWithAnInternalTransfer(t *testing.T) {
 		t.Fatalf("operator credit in the internal namespace: %v", err)
 	}
 	// A legacy credit with that id, appended as it was written before.
-	if _, err := r.repo.Store().Append(r.ctx, eventstore.Key{Type: projections.TypeAccount, ID: "acct-receiver"}, eventstore.Position{},
+	if _, err := r.repo.Store().Append(r.ctx, eventstore.Key{Type: eventlog.TypeAccount, ID: "acct-receiver"}, eventstore.Position{},
 		eventstore.Event{ID: eventstore.NewEventID(), Type: aggregate.EventAccountCredited, Data: aggregate.AccountCredited{
 			Account: "acct-receiver", CreditID: aggregate.InternalCreditPrefix + id, Amount: bcUSDT("5"), At: r.clock.Now(),
 		}}); err != nil {
@@ -1087,7 +1087,7 @@ func TestReleaseOnALaggingReplicaDoesNotStrandTheReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging := r.newRepo()
-	sagas.LagReads(lagging, projections.TypeAccount, 1) // misses account.reserved
+	sagas.LagReads(lagging, eventlog.TypeAccount, 1) // misses account.reserved
 	if err := sagas.NewLedger(lagging, aggregate.Amount{}, r.clock.Now, nil).Finish(r.ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -1110,7 +1110,7 @@ func TestInsufficientFundsIsNotDecidedOnALaggingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging := r.newRepo()
-	sagas.LagReads(lagging, projections.TypeAccount, 1) // misses the top-up
+	sagas.LagReads(lagging, eventlog.TypeAccount, 1) // misses the top-up
 	w, err := sagas.NewLedger(lagging, aggregate.Amount{}, r.clock.Now, nil).Reserve(r.ctx, id)
 	if err != nil || !w.Reserved || w.State == aggregate.StateRejected {
 		t.Fatalf("reserve on a lagging read: %s %s reserved=%v err=%v", w.State, w.Reason, w.Reserved, err)

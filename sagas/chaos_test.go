@@ -28,9 +28,9 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -74,7 +74,7 @@ func (f *chaosFeed) follow(ctx context.Context, store *eventstore.Store) {
 	f.mu.Lock()
 	from := f.last + 1
 	f.mu.Unlock()
-	err := store.Subscribe(ctx, from, projections.TypeWithdrawal, func(rec eventstore.Record) error {
+	err := store.Subscribe(ctx, from, eventlog.TypeWithdrawal, func(rec eventstore.Record) error {
 		e, err := aggregate.DecodeWithdrawalEvent(rec.Type, rec.Payload)
 		if err != nil {
 			return err
@@ -588,7 +588,7 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 
 	// One stream per operation id, nothing else.
 	streams := map[string]int{}
-	if _, err := store.ReadAll(ctx, 1, projections.TypeWithdrawal, func(rec eventstore.Record) error {
+	if _, err := store.ReadAll(ctx, 1, eventlog.TypeWithdrawal, func(rec eventstore.Record) error {
 		streams[rec.Key.ID]++
 		return nil
 	}); err != nil {
@@ -616,7 +616,7 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		if len(recs) != streams[p.id] {
 			t.Fatalf("%s: %d events loaded, %d in the log", p.id, len(recs), streams[p.id])
 		}
-		evs, err := projections.WithdrawalEvents(recs)
+		evs, err := eventlog.WithdrawalEvents(recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -730,11 +730,11 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		accounts[acct] = true
 	}
 	for acct := range accounts {
-		recs, _, err := store.Load(ctx, eventstore.Key{Type: projections.TypeAccount, ID: acct})
+		recs, _, err := store.Load(ctx, eventstore.Key{Type: eventlog.TypeAccount, ID: acct})
 		if err != nil {
 			t.Fatal(err)
 		}
-		evs, err := projections.AccountEvents(recs)
+		evs, err := eventlog.AccountEvents(recs)
 		if err != nil {
 			t.Fatal(err)
 		}

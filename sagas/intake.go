@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -179,7 +179,7 @@ func (in *Intake) Events(ctx context.Context, id string) ([]EventView, error) {
 	if len(recs) == 0 {
 		return nil, notFound("withdrawal", id)
 	}
-	events, err := projections.WithdrawalEvents(recs)
+	events, err := eventlog.WithdrawalEvents(recs)
 	if err != nil {
 		return nil, err
 	}

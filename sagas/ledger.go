@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 )
 
 // LedgerConsumer is the durable consumer name of the ledger saga.
@@ -91,9 +91,9 @@ func (l *Ledger) handle(r eventstore.Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	switch r.Key.Type {
-	case projections.TypeWithdrawal:
+	case eventlog.TypeWithdrawal:
 		return l.handleWithdrawal(ctx, r)
-	case projections.TypeAccount:
+	case eventlog.TypeAccount:
 		return l.handleAccount(ctx, r)
 	}
 	return nil

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -23,7 +23,7 @@ func newUnitLedger(t *testing.T) (context.Context, *Repo, *Ledger) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	store := eventstoretest.Start(t).Store(ctx, projections.NewRegistry())
+	store := eventstoretest.Start(t).Store(ctx, eventlog.NewRegistry())
 	repo := NewRepo(store)
 	if _, _, err := repo.UpdateAccount(ctx, internalAccount, aggregate.Credit{
 		Account: internalAccount, CreditID: "seed", Amount: aggregate.MustParseAmount(aggregate.USDT, "100"), At: time.Now().UTC(),
@@ -94,8 +94,8 @@ func TestLedgerRefusesToDecideOnAStaleRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	unitReserveOnAccount(t, ctx, repo, id, "40") // the race: reserved after the cancel
-	wkey := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
-	akey := eventstore.Key{Type: projections.TypeAccount, ID: internalAccount}
+	wkey := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
+	akey := eventstore.Key{Type: eventlog.TypeAccount, ID: internalAccount}
 	rejected := record(t, ctx, repo, wkey, aggregate.EventRejected)
 	reserved := record(t, ctx, repo, akey, aggregate.EventAccountReserved)
 
@@ -131,7 +131,7 @@ func TestLedgerRefusesToDecideOnAStaleRead(t *testing.T) {
 // once; for a withdrawal that ended it releases.
 func TestLedgerHandlesAccountReserved(t *testing.T) {
 	ctx, repo, l := newUnitLedger(t)
-	akey := eventstore.Key{Type: projections.TypeAccount, ID: internalAccount}
+	akey := eventstore.Key{Type: eventlog.TypeAccount, ID: internalAccount}
 
 	live := "d00dfeed-0000-4000-8000-000000000003"
 	unitRequest(t, ctx, repo, live, "30")

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -26,7 +26,7 @@ type stack struct {
 func newStack(t *testing.T, dailyLimit string) *stack {
 	t.Helper()
 	emb := eventstoretest.Start(t)
-	store := emb.Store(context.Background(), projections.NewRegistry())
+	store := emb.Store(context.Background(), eventlog.NewRegistry())
 	var limit aggregate.Amount
 	if dailyLimit != "" {
 		limit = aggregate.MustParseAmount(aggregate.USDT, dailyLimit)
@@ -52,7 +52,7 @@ func waitForEvent(t *testing.T, store *eventstore.Store, id, typ string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	found := errFound{}
-	err := store.Subscribe(ctx, 1, projections.TypeWithdrawal, func(r eventstore.Record) error {
+	err := store.Subscribe(ctx, 1, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
 		if r.Key.ID == id && r.Type == typ {
 			return found
 		}

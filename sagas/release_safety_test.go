@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -336,7 +336,7 @@ func waitForAccountEvent(t *testing.T, store *eventstore.Store, id, typ string) 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	found := errFound{}
-	err := store.Subscribe(ctx, 1, projections.TypeAccount, func(r eventstore.Record) error {
+	err := store.Subscribe(ctx, 1, eventlog.TypeAccount, func(r eventstore.Record) error {
 		if r.Type != typ {
 			return nil
 		}
@@ -489,7 +489,7 @@ func TestLedgerConsumerWidensAnExistingDurable(t *testing.T) {
 	odone := make(chan error, 1)
 	go func() {
 		var once sync.Once
-		odone <- s.store.Consume(octx, sagas.LedgerConsumer, projections.TypeWithdrawal, func(r eventstore.Record) error {
+		odone <- s.store.Consume(octx, sagas.LedgerConsumer, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
 			if r.Key.ID == marker {
 				once.Do(func() { close(seen) })
 			}

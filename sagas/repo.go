@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 )
 
 // MaxDecideAttempts bounds the load → decide → append loop of a command
@@ -48,7 +48,7 @@ type Repo struct {
 	read, readLatest func(context.Context, eventstore.Key) ([]eventstore.Record, eventstore.Position, error)
 }
 
-// NewRepo returns a Repo over store (opened with projections.NewRegistry()).
+// NewRepo returns a Repo over store (opened with eventlog.NewRegistry()).
 func NewRepo(store *eventstore.Store) *Repo {
 	return &Repo{store: store, read: store.Load, readLatest: store.LoadLatest}
 }
@@ -71,8 +71,8 @@ type kind[S any, E interface{ EventType() string }] struct {
 
 var (
 	withdrawalKind = kind[aggregate.Withdrawal, aggregate.Event]{
-		typ:    projections.TypeWithdrawal,
-		decode: projections.WithdrawalEvents,
+		typ:    eventlog.TypeWithdrawal,
+		decode: eventlog.WithdrawalEvents,
 		evolve: aggregate.Evolve,
 		setVersion: func(w aggregate.Withdrawal, v uint64) aggregate.Withdrawal {
 			w.Version = v
@@ -81,13 +81,13 @@ var (
 		evolveRecorded: aggregate.EvolveRecorded,
 	}
 	accountKind = kind[aggregate.Account, aggregate.AccountEvent]{
-		typ:    projections.TypeAccount,
-		decode: projections.AccountEvents,
+		typ:    eventlog.TypeAccount,
+		decode: eventlog.AccountEvents,
 		evolve: aggregate.EvolveAccount,
 	}
 	policyKind = kind[aggregate.PolicyState, aggregate.PolicyEvent]{
-		typ:    projections.TypePolicy,
-		decode: projections.PolicyEvents,
+		typ:    eventlog.TypePolicy,
+		decode: eventlog.PolicyEvents,
 		evolve: aggregate.EvolvePolicy,
 	}
 )
@@ -210,7 +210,7 @@ func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal,
 // WithdrawalRecords returns a withdrawal's raw records (for its event list
 // and for audit).
 func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.Record, error) {
-	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: projections.TypeWithdrawal, ID: id})
+	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id})
 	return recs, err
 }
 
@@ -268,7 +268,7 @@ func (r *Repo) UpdateAccount(ctx context.Context, id string, cmd aggregate.Accou
 
 // Policy loads the policy stream (the zero PolicyState when none was set).
 func (r *Repo) Policy(ctx context.Context) (aggregate.PolicyState, eventstore.Position, error) {
-	return load(ctx, r, policyKind, projections.PolicyStreamID, false)
+	return load(ctx, r, policyKind, eventlog.PolicyStreamID, false)
 }
 
 // PolicyInForce is the approval policy in force now: the latest version on
@@ -288,7 +288,7 @@ func (r *Repo) PolicyInForceLatest(ctx context.Context) (aggregate.Policy, error
 }
 
 func (r *Repo) policyInForce(ctx context.Context, latest bool) (aggregate.Policy, error) {
-	s, _, err := load(ctx, r, policyKind, projections.PolicyStreamID, latest)
+	s, _, err := load(ctx, r, policyKind, eventlog.PolicyStreamID, latest)
 	if err != nil {
 		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
 	}
@@ -301,7 +301,7 @@ func (r *Repo) policyInForce(ctx context.Context, latest bool) (aggregate.Policy
 // SetPolicy puts a policy in force as the next version (no event when it
 // says the same as the one in force).
 func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {
-	s, _, _, err := update(ctx, r, policyKind, projections.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
+	s, _, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
 		return aggregate.DecidePolicy(s, c)
 	})
 	return s, err

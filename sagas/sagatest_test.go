@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -266,7 +266,7 @@ func (r *bcRig) newRepo() *sagas.Repo {
 
 // bcOpenStore opens the store on a connection of its own.
 func bcOpenStore(ctx context.Context, emb *eventstoretest.Server) *eventstore.Store {
-	return emb.Store(ctx, projections.NewRegistry())
+	return emb.Store(ctx, eventlog.NewRegistry())
 }
 
 func bcUSDT(s string) aggregate.Amount { return aggregate.MustParseAmount(aggregate.USDT, s) }
@@ -382,7 +382,7 @@ func (r *bcRig) events(id string) []aggregate.Event {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	evs, err := projections.WithdrawalEvents(recs)
+	evs, err := eventlog.WithdrawalEvents(recs)
 	if err != nil {
 		r.t.Fatal(err)
 	}

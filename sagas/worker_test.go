@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -43,7 +43,7 @@ func bcWaitFor(t *testing.T, ctx context.Context, store *eventstore.Store, id, t
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	found := errors.New("found")
-	err := store.Subscribe(ctx, 1, projections.TypeWithdrawal, func(rec eventstore.Record) error {
+	err := store.Subscribe(ctx, 1, eventlog.TypeWithdrawal, func(rec eventstore.Record) error {
 		if rec.Key.ID == id && rec.Type == typ {
 			return found
 		}

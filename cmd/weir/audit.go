@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
@@ -54,7 +54,7 @@ func openStoreForAudit(ctx context.Context, nc *nats.Conn) (*eventstore.Store, e
 		Memory:      cfg.Storage == jetstream.MemoryStorage,
 		Replicas:    max(cfg.Replicas, 1),
 		DedupWindow: cfg.Duplicates,
-	}, projections.NewRegistry())
+	}, eventlog.NewRegistry())
 }
 
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {

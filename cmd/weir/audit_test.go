@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
@@ -56,7 +56,7 @@ func TestAuditPrintsFindingsAndExitsByOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := aggregate.Approved{Approval: aggregate.Approval{By: "alice", At: time.Now().UTC(), Rule: "single", PolicyVersion: 0}, RequiredApprovals: 1, At: time.Now().UTC()}
-	if _, err := s.store.Append(ctx, eventstore.Key{Type: projections.TypeWithdrawal, ID: id}, pos, eventstore.Event{Type: forged.EventType(), Data: forged}); err != nil {
+	if _, err := s.store.Append(ctx, eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}, pos, eventstore.Event{Type: forged.EventType(), Data: forged}); err != nil {
 		t.Fatal(err)
 	}
 	version := pos.Version + 1

@@ -23,9 +23,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -586,7 +586,7 @@ func (b *benchRig) startWorkers(n int) (stop func() error, err error) {
 			_ = stop()
 			return nil, err
 		}
-		store, err := eventstore.Open(b.ctx, nc, b.eng.storeCfg, projections.NewRegistry())
+		store, err := eventstore.Open(b.ctx, nc, b.eng.storeCfg, eventlog.NewRegistry())
 		if err != nil {
 			_ = stop()
 			return nil, err
@@ -624,7 +624,7 @@ func (b *benchRig) waitForEvents(ctx context.Context, fromSeq uint64, typ string
 	seen := map[string]bool{}
 	var last time.Time
 	errDone := errors.New("done")
-	err := b.eng.store.Subscribe(ctx, fromSeq, projections.TypeWithdrawal, func(r eventstore.Record) error {
+	err := b.eng.store.Subscribe(ctx, fromSeq, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
 		if r.Type == typ && ids[r.Key.ID] && !seen[r.Key.ID] {
 			seen[r.Key.ID] = true
 			if len(seen) == len(ids) {
@@ -769,7 +769,7 @@ func (b *benchRig) run() (*benchReport, error) {
 
 	// (d) audit replay against a raw replay of the same messages.
 	b.say("audit replay")
-	filter := "weir.evt." + projections.TypeWithdrawal + ".*"
+	filter := "weir.evt." + eventlog.TypeWithdrawal + ".*"
 	var events int
 	rawSame, rawBusy, err := b.bestOf(3, func() (float64, *float64, error) {
 		n, rate, busy, err := b.rawReplay(b.eng.store.StreamName(), filter)
@@ -929,7 +929,7 @@ func (b *benchRig) auditReplay() (int, float64, *float64, error) {
 	win := benchStart()
 	streams := map[string][]aggregate.Event{}
 	n := 0
-	if _, err := b.eng.store.ReadAll(b.ctx, 0, projections.TypeWithdrawal, func(r eventstore.Record) error {
+	if _, err := b.eng.store.ReadAll(b.ctx, 0, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
 		e, err := aggregate.DecodeWithdrawalEvent(r.Type, r.Payload)
 		if err != nil {
 			return fmt.Errorf("%s v%d: %w", r.Key.ID, r.AggregateVersion, err)

@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -52,7 +52,7 @@ func newStack(t *testing.T, withService bool) *stack {
 	t.Helper()
 	emb := eventstoretest.Start(t, eventstoretest.Listen())
 	nc := emb.Conn()
-	store := emb.StoreOn(t.Context(), nc, projections.NewRegistry())
+	store := emb.StoreOn(t.Context(), nc, eventlog.NewRegistry())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)

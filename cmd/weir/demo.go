@@ -18,9 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -395,7 +395,7 @@ func (d *demoWorld) worker(id string, crash sagas.CrashHook) (*sagas.Worker, err
 		return nil, err
 	}
 	d.conns = append(d.conns, nc)
-	store, err := eventstore.Open(d.ctx, nc, d.eng.storeCfg, projections.NewRegistry())
+	store, err := eventstore.Open(d.ctx, nc, d.eng.storeCfg, eventlog.NewRegistry())
 	if err != nil {
 		return nil, err
 	}
@@ -706,13 +706,13 @@ func (d *demoWorld) sceneDuplicate() error {
 		return err
 	}
 	streams := map[string]bool{}
-	if _, err := d.eng.store.ReadAll(d.ctx, 0, projections.TypeWithdrawal, func(r eventstore.Record) error {
+	if _, err := d.eng.store.ReadAll(d.ctx, 0, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
 		streams[r.Key.ID] = true
 		return nil
 	}); err != nil {
 		return err
 	}
-	d.say(1, "withdrawal streams in the store: %d; its stream %s:", len(streams), d.eng.store.Subject(eventstore.Key{Type: projections.TypeWithdrawal, ID: id}))
+	d.say(1, "withdrawal streams in the store: %d; its stream %s:", len(streams), d.eng.store.Subject(eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}))
 	after, err := d.timeline(id, 0)
 	if err != nil {
 		return err
@@ -1021,9 +1021,9 @@ func (d *demoWorld) finalCheck() error {
 		if !seen[r.Key.Type+"/"+r.Key.ID] {
 			seen[r.Key.Type+"/"+r.Key.ID] = true
 			switch r.Key.Type {
-			case projections.TypeWithdrawal:
+			case eventlog.TypeWithdrawal:
 				ids = append(ids, r.Key.ID)
-			case projections.TypeAccount:
+			case eventlog.TypeAccount:
 				accounts = append(accounts, r.Key.ID)
 			}
 		}
@@ -1040,7 +1040,7 @@ func (d *demoWorld) finalCheck() error {
 		if err != nil {
 			return err
 		}
-		evs, err := projections.WithdrawalEvents(recs)
+		evs, err := eventlog.WithdrawalEvents(recs)
 		if err != nil {
 			return err
 		}

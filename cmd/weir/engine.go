@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
@@ -151,7 +152,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, err
 	}
 	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory}
-	if e.store, err = eventstore.Open(ctx, nc, e.storeCfg, projections.NewRegistry()); err != nil {
+	if e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry()); err != nil {
 		return nil, err
 	}
 	e.repo = sagas.NewRepo(e.store)
@@ -409,7 +410,7 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	if err != nil {
 		return err
 	}
-	store, err := eventstore.Open(ctx, nc, e.storeCfg, projections.NewRegistry())
+	store, err := eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -113,7 +113,7 @@ func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, e
 	a.policies = buildPolicyHistory(c.policy, a.add)
 	report := &Report{Scope: "all", StreamSequence: c.end, States: map[string]int{}, Events: c.events}
 	for _, k := range sortedKeys(c.faults) {
-		if k.Type != projections.TypeWithdrawal || len(c.byW[k.ID]) == 0 {
+		if k.Type != eventlog.TypeWithdrawal || len(c.byW[k.ID]) == 0 {
 			a.findings = append(a.findings, c.faults[k]...)
 		}
 	}
@@ -152,7 +152,7 @@ func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, e
 				}
 				id := c.order[i]
 				wa := a.auditWithdrawal(id, c.byW[id])
-				wa.addChecks(c.faultsOf(projections.TypeWithdrawal, id))
+				wa.addChecks(c.faultsOf(eventlog.TypeWithdrawal, id))
 				a.checkReservation(wa, accounts)
 				was[i] = wa
 				mu.Lock()
@@ -195,13 +195,13 @@ func Withdrawal(ctx context.Context, store *eventstore.Store, id string, opts Op
 		return nil, err
 	}
 	recs := c.byW[canon]
-	faults := c.faultsOf(projections.TypeWithdrawal, canon)
+	faults := c.faultsOf(eventlog.TypeWithdrawal, canon)
 	if len(recs) == 0 && len(faults) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, canon)
 	}
 	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
 	a.policies = buildPolicyHistory(c.policy, a.add)
-	a.findings = append(a.findings, c.faultsOf(projections.TypePolicy, projections.PolicyStreamID)...)
+	a.findings = append(a.findings, c.faultsOf(eventlog.TypePolicy, eventlog.PolicyStreamID)...)
 	report := &Report{Scope: "withdrawal", StreamSequence: c.end, States: map[string]int{}, Withdrawals: 1}
 	wa := a.auditWithdrawal(canon, recs)
 	wa.addChecks(faults)
@@ -225,7 +225,7 @@ func Withdrawal(ctx context.Context, store *eventstore.Store, id string, opts Op
 			continue
 		}
 		accounts[acc] = a.auditAccount(acc, c.byA[acc])
-		a.findings = append(a.findings, c.faultsOf(projections.TypeAccount, acc)...)
+		a.findings = append(a.findings, c.faultsOf(eventlog.TypeAccount, acc)...)
 		report.Events += len(c.byA[acc])
 	}
 	report.Accounts = len(accounts)

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 )
 
 // TestAuditOfOneWithdrawalRunsTheCrossStreamChecks: `audit ID` sees what
@@ -56,7 +56,7 @@ func TestAuditNamesABrokenBackPointerAndGoesOn(t *testing.T) {
 	h := newHistory(t)
 	id := h.request("10") // v1 requested, v2 funds_reserved
 	clean := h.request("11")
-	k := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
+	k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 	recs, _, err := h.store.Load(t.Context(), k)
 	if err != nil {
 		t.Fatal(err)

@@ -22,9 +22,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
@@ -90,7 +90,7 @@ func newHistory(t *testing.T) *history {
 	t.Helper()
 	srv := eventstoretest.Start(t)
 	nc := srv.Conn()
-	store := srv.StoreOn(t.Context(), nc, projections.NewRegistry())
+	store := srv.StoreOn(t.Context(), nc, eventlog.NewRegistry())
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := &history{t: t, srv: srv, nc: nc, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t)}
@@ -280,7 +280,7 @@ func (h *history) forge(id string, events ...aggregate.Event) {
 		h.t.Fatal(err)
 	}
 	for _, e := range events {
-		pos, err = h.store.Append(h.t.Context(), eventstore.Key{Type: projections.TypeWithdrawal, ID: id}, pos,
+		pos, err = h.store.Append(h.t.Context(), eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}, pos,
 			eventstore.Event{Type: e.EventType(), Data: e})
 		if err != nil {
 			h.t.Fatal(err)
@@ -295,7 +295,7 @@ func (h *history) forgeAccount(account string, e aggregate.AccountEvent) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.store.Append(h.t.Context(), eventstore.Key{Type: projections.TypeAccount, ID: account}, pos,
+	if _, err := h.store.Append(h.t.Context(), eventstore.Key{Type: eventlog.TypeAccount, ID: account}, pos,
 		eventstore.Event{Type: e.EventType(), Data: e}); err != nil {
 		h.t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 )
 
 // logCut is what one ordered pass over the log (a consistent prefix of the
@@ -54,9 +54,9 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 	last := map[eventstore.Key]uint64{} // each aggregate's last event seen
 	fault := func(k eventstore.Key, f Finding) {
 		switch k.Type {
-		case projections.TypeWithdrawal:
+		case eventlog.TypeWithdrawal:
 			f.Withdrawal = k.ID
-		case projections.TypeAccount:
+		case eventlog.TypeAccount:
 			f.Account = k.ID
 		}
 		c.faults[k] = append(c.faults[k], f)
@@ -70,7 +70,7 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 		}
 		last[r.Key] = r.Sequence
 		switch r.Key.Type {
-		case projections.TypeWithdrawal:
+		case eventlog.TypeWithdrawal:
 			if focus != "" && r.Key.ID != focus {
 				c.noteTxID(r)
 				break
@@ -79,10 +79,10 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 				c.order = append(c.order, r.Key.ID)
 			}
 			c.byW[r.Key.ID] = append(c.byW[r.Key.ID], r)
-		case projections.TypeAccount:
+		case eventlog.TypeAccount:
 			c.byA[r.Key.ID] = append(c.byA[r.Key.ID], r)
-		case projections.TypePolicy:
-			if r.Key.ID == projections.PolicyStreamID {
+		case eventlog.TypePolicy:
+			if r.Key.ID == eventlog.PolicyStreamID {
 				c.policy = append(c.policy, r)
 			} else {
 				c.foreign = append(c.foreign, r)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
@@ -100,7 +101,7 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	emb := eventstoretest.Start(t)
 	nc := emb.Conn()
-	store := emb.StoreOn(ctx, nc, projections.NewRegistry())
+	store := emb.StoreOn(ctx, nc, eventlog.NewRegistry())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -1,4 +1,4 @@
-package projections
+package eventlog
 
 import (
 	"fmt"
@@ -32,37 +32,26 @@ func NewRegistry() *eventstore.Registry {
 
 // WithdrawalEvents decodes a withdrawal stream's records into domain events.
 func WithdrawalEvents(recs []eventstore.Record) ([]aggregate.Event, error) {
-	out := make([]aggregate.Event, 0, len(recs))
-	for _, r := range recs {
-		e, err := aggregate.DecodeWithdrawalEvent(r.Type, r.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("withdrawal %s event %d (%s): %w", r.Key.ID, r.AggregateVersion, r.Type, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return decode(recs, aggregate.DecodeWithdrawalEvent)
 }
 
 // AccountEvents decodes an account stream's records into domain events.
 func AccountEvents(recs []eventstore.Record) ([]aggregate.AccountEvent, error) {
-	out := make([]aggregate.AccountEvent, 0, len(recs))
-	for _, r := range recs {
-		e, err := aggregate.DecodeAccountEvent(r.Type, r.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("account %s event %d (%s): %w", r.Key.ID, r.AggregateVersion, r.Type, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return decode(recs, aggregate.DecodeAccountEvent)
 }
 
 // PolicyEvents decodes the policy stream's records into domain events.
 func PolicyEvents(recs []eventstore.Record) ([]aggregate.PolicyEvent, error) {
-	out := make([]aggregate.PolicyEvent, 0, len(recs))
+	return decode(recs, aggregate.DecodePolicyEvent)
+}
+
+// decode decodes every record or names the first one it cannot.
+func decode[E any](recs []eventstore.Record, one func(string, []byte) (E, error)) ([]E, error) {
+	out := make([]E, 0, len(recs))
 	for _, r := range recs {
-		e, err := aggregate.DecodePolicyEvent(r.Type, r.Payload)
+		e, err := one(r.Type, r.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("policy event %d (%s): %w", r.AggregateVersion, r.Type, err)
+			return nil, fmt.Errorf("%s %s event %d (%s): %w", r.Key.Type, r.Key.ID, r.AggregateVersion, r.Type, err)
 		}
 		out = append(out, e)
 	}
