@@ -90,12 +90,14 @@ func decideApprove(w Withdrawal, c Approve) (Event, error) {
 	if err := c.Policy.Validate(); err != nil {
 		return nil, err
 	}
-	rule := c.Policy.RuleFor(w.Amount)
-	ap := Approval{By: c.By, At: at, Rule: rule.Name, PolicyVersion: c.Policy.Version}
-	if len(w.Approvals)+1 >= rule.Approvers {
-		return Approved{Approval: ap, RequiredApprovals: rule.Approvers, At: at}, nil
+	// The stricter of the policy at request time and the policy in force:
+	// a policy loosened after the request never lowers what it needs.
+	req := RequirementFor(w, c.Policy)
+	ap := Approval{By: c.By, At: at, Rule: req.Rule, PolicyVersion: req.PolicyVersion}
+	if len(w.Approvals)+1 >= req.Approvers {
+		return Approved{Approval: ap, RequiredApprovals: req.Approvers, At: at}, nil
 	}
-	return ApprovalRecorded{Approval: ap, RequiredApprovals: rule.Approvers, At: at}, nil
+	return ApprovalRecorded{Approval: ap, RequiredApprovals: req.Approvers, At: at}, nil
 }
 
 func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
@@ -119,15 +121,15 @@ func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
 	if EnsureApprovedBy(w, c.Policy, c.Revoked) == nil {
 		return nil, nil
 	}
-	rule := c.Policy.RuleFor(w.Amount)
+	req := RequirementFor(w, c.Policy)
 	kept, discounted := countApprovals(w, c.Revoked)
 	reason := ReasonPolicyTightened
-	if len(discounted) > 0 && len(w.Approvals) >= rule.Approvers {
+	if len(discounted) > 0 && len(w.Approvals) >= req.Approvers {
 		reason = ReasonApproverRevoked // enough before the discount: the role change is the cause
 	}
 	ev := ApprovalsInvalidated{
-		Reason: reason, Discounted: discounted, PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version,
-		Rule: rule.Name, RequiredApprovals: rule.Approvers, Given: kept, At: at,
+		Reason: reason, Discounted: discounted, PolicyName: req.PolicyName, PolicyVersion: req.PolicyVersion,
+		Rule: req.Rule, RequiredApprovals: req.Approvers, Given: kept, At: at,
 	}
 	if w.State == StateSigning {
 		ev.RetiredTxID = w.Envelope.TxID // never signed: it can never land

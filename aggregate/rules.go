@@ -242,6 +242,10 @@ func checkApproval(w Withdrawal, a Approval, required int) error {
 	if required < 1 {
 		return newError(CodeInvalidEvent, "required_approvals", "at least 1")
 	}
+	if required < w.AtRequest.Approvers {
+		return newError(CodeInvalidEvent, "required_approvals", "%d is below the %d required when the withdrawal was requested (policy v%d): a loosened policy never applies to a queued withdrawal",
+			required, w.AtRequest.Approvers, w.AtRequest.PolicyVersion)
+	}
 	return nil
 }
 

@@ -26,13 +26,18 @@ type Withdrawal struct {
 
 	// RequiredApprovals and Rule come from the policy snapshot at request
 	// time, updated by later approvals and invalidations (each of which
-	// evaluates the policy then in force); PolicyVersion says which.
-	RequiredApprovals int                   `json:"required_approvals"`
-	Rule              string                `json:"rule"`
-	PolicyVersion     int                   `json:"policy_version"`
-	Approvals         []Approval            `json:"approvals"`
-	ApprovedAt        time.Time             `json:"approved_at"`            // zero unless approved; orders the ready queue
-	Invalidation      *ApprovalsInvalidated `json:"invalidation,omitempty"` // the latest
+	// applies the stricter of AtRequest and the policy then in force);
+	// PolicyVersion says which policy version set the binding rule.
+	RequiredApprovals int        `json:"required_approvals"`
+	Rule              string     `json:"rule"`
+	PolicyVersion     int        `json:"policy_version"`
+	Approvals         []Approval `json:"approvals"`
+	// AtRequest is the requirement snapshotted at request time. It never
+	// changes: a later policy can raise what the withdrawal needs, never
+	// lower it (see RequirementFor).
+	AtRequest    Requirement           `json:"at_request"`
+	ApprovedAt   time.Time             `json:"approved_at"`            // zero unless approved; orders the ready queue
+	Invalidation *ApprovalsInvalidated `json:"invalidation,omitempty"` // the latest
 
 	Reserved   bool      `json:"reserved"`
 	ReservedAt time.Time `json:"reserved_at"`
@@ -169,10 +174,34 @@ func (w Withdrawal) isRetired(txid string) bool {
 	return slices.ContainsFunc(w.Retired, func(r Retired) bool { return r.TxID == txid })
 }
 
-// EnsureApproved checks the approvals given against the policy in force now
-// (used before anything is signed or settled): the distinct approvals
-// recorded — never the requester's, which cannot be recorded — must reach
-// what current requires for the amount. Approvals given under an older
+// Requirement is how many distinct approvals a withdrawal needs and which
+// rule of which policy version says so.
+type Requirement struct {
+	PolicyName    string `json:"policy_name"`
+	PolicyVersion int    `json:"policy_version"`
+	Rule          string `json:"rule"`
+	Approvers     int    `json:"approvers"`
+}
+
+// RequirementFor is what w needs now: the stricter of the requirement
+// snapshotted at its request and what current (the policy in force) says
+// for its amount. Tightening the policy therefore applies to queued
+// withdrawals; loosening it never does. On a tie the policy in force names
+// the rule.
+func RequirementFor(w Withdrawal, current Policy) Requirement {
+	rule := current.RuleFor(w.Amount)
+	now := Requirement{PolicyName: current.Name, PolicyVersion: current.Version, Rule: rule.Name, Approvers: rule.Approvers}
+	if w.AtRequest.Approvers > now.Approvers {
+		return w.AtRequest
+	}
+	return now
+}
+
+// EnsureApproved checks the approvals given against RequirementFor(w,
+// current) (used before anything is signed or settled): the distinct
+// approvals recorded — never the requester's, which cannot be recorded —
+// must reach both what the policy in force requires for the amount and what
+// the policy at request time required. Approvals given under an older
 // policy version still count; it is their number that must suffice.
 func EnsureApproved(w Withdrawal, current Policy) error {
 	return EnsureApprovedBy(w, current, nil)
@@ -184,15 +213,15 @@ func EnsureApprovedBy(w Withdrawal, current Policy, revoked []string) error {
 	if err := current.Validate(); err != nil {
 		return err
 	}
-	rule := current.RuleFor(w.Amount)
+	req := RequirementFor(w, current)
 	kept, discounted := countApprovals(w, revoked)
-	if kept < rule.Approvers {
+	if kept < req.Approvers {
 		msg := ""
 		if len(discounted) > 0 {
 			msg = fmt.Sprintf(" (%v no longer approvers)", discounted)
 		}
 		return newError(CodeApprovalsInsufficient, "", "rule %q of policy %q v%d needs %d approvals, %d count%s",
-			rule.Name, current.Name, current.Version, rule.Approvers, kept, msg)
+			req.Rule, req.PolicyName, req.PolicyVersion, req.Approvers, kept, msg)
 	}
 	return nil
 }
@@ -239,6 +268,7 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 		w.ID, w.Account, w.ToAddress, w.Amount = ev.ID, ev.Account, ev.ToAddress, ev.Amount
 		w.Asset, w.RequestedBy, w.RequestedAt = ev.Asset, ev.RequestedBy, ev.At
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
+		w.AtRequest = Requirement{PolicyName: ev.PolicyName, PolicyVersion: ev.PolicyVersion, Rule: ev.Rule, Approvers: ev.RequiredApprovals}
 		if as, err := LookupAsset(ev.Asset); err == nil {
 			if a, err := ev.Amount.In(as); err == nil {
 				w.Amount = a // a decoded amount carries the scale it was written with; pin it

@@ -373,8 +373,12 @@ func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, r
 		report(Violation, "policy_then", "approval by %s records rule %q needing %d; policy v%d says rule %q needing %d for %s",
 			ap.By, ap.Rule, required, ap.PolicyVersion, rule.Name, rule.Approvers, w.Amount)
 	}
+	if floor := w.AtRequest; floor.Approvers > required {
+		report(Violation, "policy_then", "approval by %s counts against %d approvals; policy v%d required %d when the withdrawal was requested (a loosened policy applied to a queued withdrawal)",
+			ap.By, required, floor.PolicyVersion, floor.Approvers)
+	}
 	if inForce := a.policies.inForceAt(rec.Sequence); inForce.Policy.Version != ap.PolicyVersion {
-		if need := inForce.Policy.Required(w.Amount); need != required {
+		if need := inForce.Policy.Required(w.Amount); need > required {
 			report(Warning, "policy_then", "approval by %s was decided under policy v%d, but %s was already in force and requires %d, not %d; the authorisation point judges it",
 				ap.By, ap.PolicyVersion, inForce.label(), need, required)
 		}
@@ -409,6 +413,10 @@ func (a *auditor) checkAuthorisation(w aggregate.Withdrawal, checked int, rec ev
 		report(Violation, "policy_then", "money committed with %d valid approvals after policy %s required %d (the event says it checked v%d)",
 			n, inForce.label(), inForce.Policy.Required(w.Amount), checked)
 	}
+	if floor := w.AtRequest; n < floor.Approvers {
+		report(Violation, "policy_then", "money committed with %d valid approvals; policy v%d required %d when the withdrawal was requested, and a later policy never lowers that",
+			n, floor.PolicyVersion, floor.Approvers)
+	}
 }
 
 // checkPolicyNow judges the approvals against the current policy.
@@ -418,14 +426,14 @@ func (a *auditor) checkPolicyNow(wa *Replay, report reportFunc) {
 		return
 	}
 	cur := a.policies.current()
-	n, need := w.DistinctApprovals(), cur.Policy.Required(w.Amount)
+	n, need := w.DistinctApprovals(), aggregate.RequirementFor(w, cur.Policy).Approvers
 	if n >= need {
 		return
 	}
 	switch {
 	case wa.authSeq > 0:
 		then := a.policies.inForceAt(wa.authSeq)
-		if n < then.Policy.Required(w.Amount) {
+		if n < then.Policy.Required(w.Amount) || n < w.AtRequest.Approvers {
 			return // THEN already reported the violation
 		}
 		change, _ := a.policies.firstRequiringMore(wa.authSeq, w.Amount, n)
