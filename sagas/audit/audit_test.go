@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/weir-payouts/weir/aggregate"
-	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -25,27 +24,7 @@ func TestAuditPassesACleanHistory(t *testing.T) {
 
 	// An envelope that was signed and never reached the chain, proven dead
 	// on chain time, rebuilt, then paid.
-	rebuilt := h.request("40")
-	h.approve(rebuilt, "bob")
-	h.route(rebuilt, external(t))
-	w, env1 := h.build(rebuilt, h.policy())
-	tx1 := h.sign(rebuilt, env1)
-	h.send(rebuilt, tx1, false)
-	for h.chain.sim.CurrentSolidHead().Timestamp < w.Envelope.Expiration+30_000 {
-		h.chain.sim.Advance(10)
-	}
-	w = h.withdrawal(rebuilt)
-	proof, err := sagas.ProveExpired(t.Context(), h.chain.sim, w.Envelope, 30_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newEnv, tenv2 := h.chain.envelope(t, w)
-	h.do(rebuilt, func(aggregate.Withdrawal) aggregate.Command {
-		return aggregate.Rebuild{RetiredTxID: env1.TxIDHex(), Evidence: proof, Envelope: newEnv, At: h.at()}
-	})
-	tx2 := h.sign(rebuilt, tenv2)
-	h.send(rebuilt, tx2, true)
-	h.confirm(rebuilt, tenv2.TxIDHex(), 0)
+	rebuilt, env1 := h.rebuiltAndPaid("40", "bob")
 
 	// An internal transfer to a custodied account.
 	moved := h.request("7")

@@ -84,6 +84,7 @@ type history struct {
 	intake *sagas.Intake
 	chain  *chainFixture
 	now    time.Time // of the last command
+	payer  string    // the account request draws on ("acme")
 }
 
 func newHistory(t *testing.T) *history {
@@ -93,7 +94,7 @@ func newHistory(t *testing.T) *history {
 	store := srv.StoreOn(t.Context(), nc, eventlog.NewRegistry())
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	h := &history{t: t, srv: srv, nc: nc, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t)}
+	h := &history{t: t, srv: srv, nc: nc, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t), payer: "acme"}
 	h.credit("acme", "seed", "1000000")
 	return h
 }
@@ -116,12 +117,13 @@ func (h *history) credit(account, creditID, amount string) {
 	}
 }
 
-// request creates a withdrawal by alice and reserves it (intake + ledger).
+// request creates a withdrawal by alice on h.payer and reserves it
+// (intake + ledger).
 func (h *history) request(amount string) string {
 	h.t.Helper()
 	id := uuid.NewString()
 	w, _, err := h.intake.Request(h.t.Context(), sagas.RequestInput{
-		OperationID: id, Account: "acme", ToAddress: payee, Amount: json.RawMessage(`"` + amount + `"`), By: "alice",
+		OperationID: id, Account: h.payer, ToAddress: payee, Amount: json.RawMessage(`"` + amount + `"`), By: "alice",
 	})
 	if err != nil || !w.Reserved {
 		h.t.Fatalf("request: %v %+v", err, w)
@@ -264,11 +266,51 @@ func (h *history) pay(amount string, approvers ...string) string {
 	id := h.request(amount)
 	h.approve(id, approvers...)
 	h.route(id, external(h.t))
+	h.payReady(id)
+	return id
+}
+
+// payReady builds, signs, sends and confirms an approved, routed withdrawal.
+func (h *history) payReady(id string) {
+	h.t.Helper()
 	_, env := h.build(id, h.policy())
 	tx := h.sign(id, env)
 	h.send(id, tx, true)
 	h.confirm(id, env.TxIDHex(), 0)
-	return id
+}
+
+// proveDead lets the chain pass the envelope's expiration + 30 s and
+// scans for its proof of death, as a worker does.
+func (h *history) proveDead(env aggregate.Envelope) aggregate.Evidence {
+	h.t.Helper()
+	for h.chain.sim.CurrentSolidHead().Timestamp < env.Expiration+30_000 {
+		h.chain.sim.Advance(10)
+	}
+	proof, err := sagas.ProveExpired(h.t.Context(), h.chain.sim, env, 30_000)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return proof
+}
+
+// rebuiltAndPaid: an envelope signed and sent that never reached the
+// chain, proven dead on chain time, rebuilt, then paid.
+func (h *history) rebuiltAndPaid(amount string, approvers ...string) (id string, retired tron.Envelope) {
+	h.t.Helper()
+	id = h.request(amount)
+	h.approve(id, approvers...)
+	h.route(id, external(h.t))
+	w, env1 := h.build(id, h.policy())
+	h.send(id, h.sign(id, env1), false)
+	proof := h.proveDead(w.Envelope)
+	w = h.withdrawal(id)
+	newEnv, env2 := h.chain.envelope(h.t, w)
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.Rebuild{RetiredTxID: env1.TxIDHex(), Evidence: proof, Envelope: newEnv, At: h.at()}
+	})
+	h.send(id, h.sign(id, env2), true)
+	h.confirm(id, env2.TxIDHex(), 0)
+	return id, env1
 }
 
 // forge appends raw events that no decider would have produced, through
@@ -399,4 +441,32 @@ func wantFinding(t *testing.T, r *audit.Report, check string, seq uint64, what s
 		}
 	}
 	t.Fatalf("no %s violation at sequence %d containing %q; violations:\n%s", check, seq, what, findingsText(r.Violations))
+}
+
+// ready is a withdrawal requested by alice, approved by bob and routed to
+// the chain: the next step is its envelope.
+func (h *history) ready(amount string) string {
+	h.t.Helper()
+	id := h.request(amount)
+	h.approve(id, "bob")
+	h.route(id, external(h.t))
+	return id
+}
+
+// account decides an account command and appends it.
+func (h *history) account(id string, cmd aggregate.AccountCommand) {
+	h.t.Helper()
+	if _, _, err := h.repo.UpdateAccount(h.t.Context(), id, cmd); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// last is the stream sequence of k's last event.
+func (h *history) last(k eventstore.Key) uint64 {
+	h.t.Helper()
+	_, pos, err := h.store.Load(h.t.Context(), k)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return pos.Sequence
 }
