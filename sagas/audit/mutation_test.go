@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -206,7 +206,7 @@ var mutations = []struct {
 			t.Fatal(err)
 		}
 		payload := json.RawMessage(`{"reason":"cancelled","by":"alice","at":"` + h.at().Format("2006-01-02T15:04:05.999999999Z") + `","mallory":"was here"}`)
-		if _, err := h.store.Append(t.Context(), eventstore.Key{Type: projections.TypeWithdrawal, ID: id}, pos,
+		if _, err := h.store.Append(t.Context(), eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}, pos,
 			eventstore.Event{Type: aggregate.EventRejected, Data: payload}); err != nil {
 			t.Fatal(err)
 		}
@@ -214,19 +214,19 @@ var mutations = []struct {
 	}},
 	{"version gap", func(t *testing.T, h *history) mutated {
 		id := h.request("10")
-		k := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 4, h.last(k))
 		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 4: the stream has a gap or a duplicate"}
 	}},
 	{"version duplicate", func(t *testing.T, h *history) mutated {
 		id := h.request("10")
-		k := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 2, h.last(k))
 		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 2: the stream has a gap or a duplicate"}
 	}},
 	{"broken back-pointer", func(t *testing.T, h *history) mutated {
 		id := h.request("10")
-		k := eventstore.Key{Type: projections.TypeWithdrawal, ID: id}
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 		recs, _, err := h.store.Load(t.Context(), k)
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +283,7 @@ func TestAuditNamesPolicyMutations(t *testing.T) {
 	if _, err := h.intake.SetPolicy(t.Context(), strict, "olivia"); err != nil { // v1
 		t.Fatal(err)
 	}
-	k := eventstore.Key{Type: projections.TypePolicy, ID: projections.PolicyStreamID}
+	k := eventstore.Key{Type: eventlog.TypePolicy, ID: eventlog.PolicyStreamID}
 	appendPolicy := func(e aggregate.PolicyChanged) uint64 {
 		t.Helper()
 		_, pos, err := h.store.Load(t.Context(), k)
