@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -189,9 +190,17 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	} else if signer, err = tron.NewKeySigner(devSigningKey[:]); err != nil {
 		return nil, err
 	}
+	if cfg.TronNode == "" && (cfg.TronSolidityNode != "" || cfg.TronAPIKey != "") {
+		return nil, errors.New("--tron-solidity-node and --tron-api-key need --tron-node (the simulated node takes neither)")
+	}
 	if cfg.TronNode != "" {
-		e.node = tronhttp.NewHTTPNode(cfg.TronNode, &http.Client{Timeout: 10 * time.Second})
+		e.node = tronhttp.New(tronhttp.Config{
+			URL: cfg.TronNode, SolidityURL: cfg.TronSolidityNode, APIKey: cfg.TronAPIKey,
+			HTTPClient: &http.Client{Timeout: 10 * time.Second},
+		})
 		e.tronURL = cfg.TronNode
+		log.Info("using TRON node", "url", cfg.TronNode, "solidity_url", cmp.Or(cfg.TronSolidityNode, cfg.TronNode),
+			"api_key", cfg.TronAPIKey != "")
 	} else {
 		simCfg := tron.SimConfig{Start: time.Now().UTC(), SolidityLag: cfg.SimSolidityLag}
 		if cfg.SimSolidityLag == 0 {

@@ -31,6 +31,8 @@ type serveConfig struct {
 	Policy           string
 	Custody          string
 	TronNode         string
+	TronSolidityNode string
+	TronAPIKey       string // never logged
 	TronHTTP         string
 	SimBlockInterval time.Duration
 	SimSolidityLag   int
@@ -65,6 +67,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.Policy, "policy", "", "JSON approval policy file {name,rules:[{name,threshold,approvers}]} (default: four-eyes above 1000)")
 	fs.StringVar(&c.Custody, "custody", "", "JSON custody file [{address,account}]: destinations we custody (default: dev custody)")
 	fs.StringVar(&c.TronNode, "tron-node", "", "a real java-tron HTTP endpoint; empty = built-in simulated node")
+	fs.StringVar(&c.TronSolidityNode, "tron-solidity-node", "", "java-tron HTTP endpoint serving /walletsolidity/* (default: the --tron-node URL; a self-hosted node serves it on its own port, usually 8091)")
+	fs.StringVar(&c.TronAPIKey, "tron-api-key", "", "API key sent to the node as TRON-PRO-API-KEY (TronGrid); never logged")
 	fs.StringVar(&c.TronHTTP, "tron-http", "127.0.0.1:8090", "where the simulated node serves its java-tron-shaped HTTP API (empty: not served)")
 	fs.DurationVar(&c.SimBlockInterval, "sim-block-interval", time.Second, "wall time per simulated block (chain time always advances 3 s a block)")
 	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")

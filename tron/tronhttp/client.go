@@ -2,6 +2,7 @@ package tronhttp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,7 +12,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -27,21 +31,134 @@ const DefaultTimeout = 10 * time.Second
 
 // Client is a tron.Node over java-tron's HTTP API.
 type Client struct {
-	base string
-	hc   *http.Client
+	full, solid string
+	apiKey      string
+	sendWorker  bool
+	hc          *http.Client
+	now         func() time.Time
+
+	mu        sync.Mutex
+	notBefore map[string]time.Time // base URL → the node asked us to wait until then
 }
 
 var _ tron.Node = (*Client)(nil)
 
-// NewHTTPNode returns a Node talking to the java-tron HTTP API at baseURL
-// (e.g. "https://api.trongrid.io" or a local node's "http://127.0.0.1:8090").
-// hc nil means a client with DefaultTimeout. API keys or other headers go in
-// hc.Transport.
-func NewHTTPNode(baseURL string, hc *http.Client) *Client {
-	if hc == nil {
-		hc = &http.Client{Timeout: DefaultTimeout}
+// APIKeyHeader carries Config.APIKey (TronGrid's name for it).
+const APIKeyHeader = "TRON-PRO-API-KEY"
+
+// MaxRetryAfter caps how long a node's Retry-After can keep the client quiet.
+const MaxRetryAfter = 5 * time.Minute
+
+// Config says how to reach a java-tron node.
+type Config struct {
+	// URL is the full node's HTTP API, serving /wallet/* (e.g.
+	// "https://api.trongrid.io" or a local node's "http://127.0.0.1:8090").
+	URL string
+	// SolidityURL serves /walletsolidity/*; empty means URL. TronGrid serves
+	// both on one URL; a self-hosted java-tron serves the solidity view on
+	// its own port (usually 8091).
+	SolidityURL string
+	// APIKey, when set, is sent as TRON-PRO-API-KEY on every request. It
+	// never appears in an error or a log line.
+	APIKey string
+	// SendWorker sends tron.WithWorker's id in WorkerHeader. Only for the
+	// simulated node's façade (NewHandler): internal headers never go to a
+	// third-party node.
+	SendWorker bool
+	// HTTPClient nil means a client with DefaultTimeout.
+	HTTPClient *http.Client
+	// Now is the clock Retry-After waits are measured on; nil: time.Now.
+	Now func() time.Time
+}
+
+// New returns a Node talking to the java-tron HTTP API cfg names.
+func New(cfg Config) *Client {
+	c := &Client{
+		full:       strings.TrimRight(cfg.URL, "/"),
+		solid:      strings.TrimRight(cmp.Or(cfg.SolidityURL, cfg.URL), "/"),
+		apiKey:     cfg.APIKey,
+		sendWorker: cfg.SendWorker,
+		hc:         cfg.HTTPClient,
+		now:        cfg.Now,
+		notBefore:  map[string]time.Time{},
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
+	if c.hc == nil {
+		c.hc = &http.Client{Timeout: DefaultTimeout}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// NewHTTPNode returns a Node talking to the java-tron HTTP API at baseURL
+// for both views, with no API key and no internal headers. hc nil means a
+// client with DefaultTimeout.
+func NewHTTPNode(baseURL string, hc *http.Client) *Client {
+	return New(Config{URL: baseURL, HTTPClient: hc})
+}
+
+// base is the URL that serves path.
+func (c *Client) base(path string) string {
+	if strings.HasPrefix(path, "/walletsolidity/") {
+		return c.solid
+	}
+	return c.full
+}
+
+// wait reports until when the node at base asked to be left alone.
+func (c *Client) wait(base string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.notBefore[base]
+	if ok && !c.now().Before(until) {
+		delete(c.notBefore, base)
+		return time.Time{}, false
+	}
+	return until, ok
+}
+
+func (c *Client) backOff(base string, d time.Duration) {
+	d = min(d, MaxRetryAfter)
+	if d <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until := c.now().Add(d); until.After(c.notBefore[base]) {
+		c.notBefore[base] = until
+	}
+}
+
+// suspendedFor reads TronGrid's "... the query server is suspended for 30s".
+var suspendedFor = regexp.MustCompile(`suspended for (\d+)\s*s`)
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date), or
+// failing that TronGrid's suspension text in body.
+func (c *Client) retryAfter(h http.Header, body []byte) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.Atoi(v); err == nil {
+			return time.Duration(s) * time.Second
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return t.Sub(c.now())
+		}
+	}
+	if m := suspendedFor.FindSubmatch(body); m != nil {
+		if s, err := strconv.Atoi(string(m[1])); err == nil {
+			return time.Duration(s) * time.Second
+		}
+	}
+	return 0
+}
+
+// isRateLimit: HTTP 429, or TronGrid's 403 for a key over its frequency
+// limit. Both mean "not now", never "bad request".
+func isRateLimit(status int, body []byte) bool {
+	if status == http.StatusTooManyRequests {
+		return true
+	}
+	return status == http.StatusForbidden && bytes.Contains(bytes.ToLower(body), []byte("frequency limit"))
 }
 
 // post sends body as JSON to path and decodes the answer into out. Every
@@ -67,13 +184,21 @@ func (c *Client) call(ctx context.Context, path string, body any) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("tronhttp: %s: %w", path, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(payload))
+	base := c.base(path)
+	if until, ok := c.wait(base); ok {
+		return nil, fmt.Errorf("%w: %s: not sent: the node asked to wait until %s (Retry-After)",
+			tron.ErrUnavailable, path, until.UTC().Format(time.RFC3339))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(payload))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", tron.ErrUnavailable, path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if w := tron.WorkerFrom(ctx); w != "" {
+	if c.apiKey != "" {
+		req.Header.Set(APIKeyHeader, c.apiKey)
+	}
+	if w := tron.WorkerFrom(ctx); w != "" && c.sendWorker {
 		req.Header.Set(WorkerHeader, w)
 	}
 	resp, err := c.hc.Do(req)
@@ -93,15 +218,19 @@ func (c *Client) call(ctx context.Context, path string, body any) ([]byte, error
 	}
 	switch {
 	case resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusRequestTimeout:
-		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrTimeout, path, resp.StatusCode, snippet(data))
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrUnavailable, path, resp.StatusCode, snippet(data))
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrTimeout, path, resp.StatusCode, c.snippet(data))
+	case isRateLimit(resp.StatusCode, data) || resp.StatusCode == http.StatusServiceUnavailable:
+		wait := c.retryAfter(resp.Header, data)
+		c.backOff(base, wait)
+		return nil, fmt.Errorf("%w: %s: HTTP %d (retry after %v): %s", tron.ErrUnavailable, path, resp.StatusCode, wait, c.snippet(data))
+	case resp.StatusCode >= 500:
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrUnavailable, path, resp.StatusCode, c.snippet(data))
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrBadResponse, path, resp.StatusCode, snippet(data))
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", tron.ErrBadResponse, path, resp.StatusCode, c.snippet(data))
 	}
 	var e errorResponse
 	if json.Unmarshal(data, &e) == nil && e.Error != "" {
-		return nil, fmt.Errorf("%w: %s: node error: %s", tron.ErrBadResponse, path, e.Error)
+		return nil, fmt.Errorf("%w: %s: node error: %s", tron.ErrBadResponse, path, c.snippet([]byte(e.Error)))
 	}
 	return data, nil
 }
@@ -114,9 +243,14 @@ func isTimeout(ctx context.Context, err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func snippet(b []byte) string {
+// snippet is b shortened for an error message, with the API key cut out
+// should a node (or a proxy) echo it back.
+func (c *Client) snippet(b []byte) string {
 	const max = 200
 	s := strings.TrimSpace(string(b))
+	if c.apiKey != "" {
+		s = strings.ReplaceAll(s, c.apiKey, "[api key]")
+	}
 	if len(s) > max {
 		s = s[:max] + "…"
 	}
@@ -190,7 +324,7 @@ func (c *Client) Lookup(ctx context.Context, txid [32]byte) (tron.TxStatus, erro
 		}
 		if !strings.EqualFold(tj.TxID, tron.HexID(txid)) {
 			return tron.TxStatus{}, fmt.Errorf("%w: %s: answer for txID %q, asked %s: %s",
-				tron.ErrBadResponse, path, tj.TxID, tron.HexID(txid), snippet(data))
+				tron.ErrBadResponse, path, tj.TxID, tron.HexID(txid), c.snippet(data))
 		}
 		return tron.TxStatus{State: tron.TxPending}, nil
 	}
@@ -218,7 +352,7 @@ func (c *Client) info(ctx context.Context, path string, txid [32]byte) (tron.TxS
 	}
 	if !strings.EqualFold(info.ID, tron.HexID(txid)) || info.BlockNumber <= 0 {
 		return tron.TxStatus{}, false, fmt.Errorf("%w: %s: info for %q in block %d, asked %s: %s",
-			tron.ErrBadResponse, path, info.ID, info.BlockNumber, tron.HexID(txid), snippet(data))
+			tron.ErrBadResponse, path, info.ID, info.BlockNumber, tron.HexID(txid), c.snippet(data))
 	}
 	st := tron.TxStatus{
 		State:       tron.TxIncluded,
@@ -330,7 +464,7 @@ func (c *Client) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.
 	}
 	var infos []transactionInfo
 	if !bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
-		return nil, fmt.Errorf("%w: %s: not a list: %s", tron.ErrBadResponse, path, snippet(data))
+		return nil, fmt.Errorf("%w: %s: not a list: %s", tron.ErrBadResponse, path, c.snippet(data))
 	}
 	if err := json.Unmarshal(data, &infos); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)

@@ -24,7 +24,7 @@ var simWitness = tron.MustParseAddress("TLyqzVGLV1srkB7dToTAEqgDSfPtXRJZYH")
 
 // NewHandler serves sim with java-tron's HTTP paths and JSON shapes:
 //
-//	POST /wallet/broadcasthex                 {"transaction": hex} → {"result","code","message","txid"}
+//	POST /wallet/broadcasthex                 {"transaction": hex} → {"result","code","message" (plain text),"txid"}
 //	POST /wallet/gettransactioninfobyid       {"value": txid}     → {} or {"id","blockNumber","blockTimeStamp","receipt",...}
 //	POST /walletsolidity/gettransactioninfobyid                  (same, solid blocks only)
 //	POST /wallet/gettransactionbyid           {"value": txid}     → {} or the transaction (in a block)
@@ -132,6 +132,9 @@ func (h *handler) txid(w http.ResponseWriter, r *http.Request) ([32]byte, bool) 
 	return id, true
 }
 
+// broadcastHex answers as java-tron's BroadcastHexServlet does: the
+// message is plain text (Return.message as UTF-8), unlike
+// /wallet/broadcasttransaction, which prints it as hex.
 func (h *handler) broadcastHex(w http.ResponseWriter, r *http.Request) {
 	var req broadcastHexRequest
 	if err := readParams(w, r, &req); err != nil {
@@ -140,12 +143,12 @@ func (h *handler) broadcastHex(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := hex.DecodeString(req.Transaction)
 	if err != nil {
-		writeJSON(w, http.StatusOK, broadcastResponse{Code: string(tron.CodeOtherError), Message: hexText("transaction is not hex")})
+		writeJSON(w, http.StatusOK, broadcastResponse{Code: string(tron.CodeOtherError), Message: "transaction is not hex"})
 		return
 	}
 	tx, err := tron.DecodeTransaction(b)
 	if err != nil {
-		writeJSON(w, http.StatusOK, broadcastResponse{Code: string(tron.CodeOtherError), Message: hexText(err.Error())})
+		writeJSON(w, http.StatusOK, broadcastResponse{Code: string(tron.CodeOtherError), Message: err.Error()})
 		return
 	}
 	res, err := h.sim.Broadcast(workerContext(r), tx.Signed())
@@ -159,12 +162,12 @@ func (h *handler) broadcastHex(w http.ResponseWriter, r *http.Request) {
 		TxID:   tron.HexID(res.TxID),
 	}
 	if res.Message != "" {
-		out.Message = hexText(res.Message)
+		out.Message = res.Message
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// hexText encodes a message as java-tron renders api.Return.message (bytes → hex).
+// hexText encodes text as java-tron renders a bytes field in JSON (resMessage: hex).
 func hexText(s string) string { return hex.EncodeToString([]byte(s)) }
 
 func (h *handler) txInfo(solid bool) http.HandlerFunc {

@@ -65,9 +65,8 @@ func TestHandlerSpeaksJavaTronShapes(t *testing.T) {
 
 	bad := tron.SignedTx{Raw: tx.Raw, Signature: make([]byte, 65)}
 	_, out = postJSON(t, srv.URL+"/wallet/broadcasthex", `{"transaction":"`+hex.EncodeToString(bad.Marshal())+`"}`)
-	msg, _ := hex.DecodeString(out["message"].(string))
-	if out["code"] != "SIGERROR" || out["result"] != nil || !strings.Contains(string(msg), "signature") {
-		t.Fatalf("SIGERROR answer %v (message %q)", out, msg)
+	if out["code"] != "SIGERROR" || out["result"] != nil || !strings.Contains(out["message"].(string), "signature") {
+		t.Fatalf("SIGERROR answer %v, want a plain-text message naming the signature", out)
 	}
 
 	_, out = postJSON(t, srv.URL+"/wallet/broadcasthex", `{"transaction":"`+hex.EncodeToString(tx.Marshal())+`"}`)

@@ -4,8 +4,8 @@ package tronhttp
 // client and the simulated server so the two cannot drift apart.
 
 // WorkerHeader carries tron.WithWorker's id from the client to the simulated
-// node, so its broadcast log can say which worker sent what. java-tron
-// ignores it.
+// node, so its broadcast log can say which worker sent what. Sent only with
+// Config.SendWorker (weir's own façade): never to a third-party node.
 const WorkerHeader = "X-Weir-Worker"
 
 // valueRequest is the body of the *byid endpoints: {"value": "<txid hex>"}.
@@ -26,8 +26,8 @@ type broadcastHexRequest struct {
 }
 
 // broadcastResponse is java-tron's api.Return rendered as JSON, plus txid.
-// message is hex-encoded bytes in /wallet/broadcasttransaction and has been
-// plain text in some versions of /wallet/broadcasthex; readers accept both.
+// message is hex-encoded bytes in /wallet/broadcasttransaction and plain
+// text in /wallet/broadcasthex (BroadcastHexServlet); readers accept both.
 type broadcastResponse struct {
 	Result  bool   `json:"result,omitempty"`
 	Code    string `json:"code,omitempty"`

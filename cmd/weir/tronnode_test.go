@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-payouts/weir/tron/tronhttp"
+)
+
+// fakeNode answers every request with a 500 whose page echoes the API key,
+// and reports each request's path and headers.
+func fakeNode(t *testing.T, seen chan<- *http.Request) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case seen <- r.Clone(context.Background()):
+		default:
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "upstream failed for key "+r.Header.Get(tronhttp.APIKeyHeader))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// weir serve against a real node: /walletsolidity/* goes to
+// --tron-solidity-node, every request carries --tron-api-key as
+// TRON-PRO-API-KEY and no internal header, and the key is in no log line —
+// not even when the node echoes it back in the errors the worker logs.
+func TestServeSendsTheAPIKeyToBothNodesButNeverLogsIt(t *testing.T) {
+	const key = "b7c4e1d2-never-log-me"
+	fullSeen, solidSeen := make(chan *http.Request, 64), make(chan *http.Request, 64)
+	full, solid := fakeNode(t, fullSeen), fakeNode(t, solidSeen)
+	keyFile := filepath.Join(t.TempDir(), "hot.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(devSigningKey[:])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", Sync: "lazy", Workers: 1, memory: true, DailyLimit: "0", LogLevel: "debug",
+		TronNode: full, TronSolidityNode: solid, TronAPIKey: key, SigningKey: keyFile,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := startEngine(ctx, cfg, log, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := httpClient{t: t, base: "http://" + eng.httpAddr}
+	if code, _, body := c.do("POST", "/v1/accounts/ops/credits", "dev-olivia-token", `{"credit_id":"c1","amount":"100"}`); code != 201 {
+		t.Fatalf("credit: %d %v", code, body)
+	}
+	body := `{"operation_id":"5e0b7c1a-1111-4222-8333-0000000000aa","account":"ops","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"30"}`
+	if code, _, w := c.do("POST", "/v1/withdrawals", "dev-alice-token", body); code != 201 {
+		t.Fatalf("request: %d %v", code, w)
+	}
+	if code, _, w := c.do("POST", "/v1/withdrawals/5e0b7c1a-1111-4222-8333-0000000000aa/approve", "dev-bob-token", ""); code != 200 {
+		t.Fatalf("approve: %d %v", code, w)
+	}
+	// The worker's first node call is the head, on the full node.
+	var fullReq *http.Request
+	select {
+	case fullReq = <-fullSeen:
+	case <-ctx.Done():
+		t.Fatalf("the worker never asked the node; log:\n%s", logs.String())
+	}
+	_, _ = eng.node.SolidHead(ctx)
+	solidReq := <-solidSeen
+	for name, r := range map[string]*http.Request{"solidity": solidReq, "full": fullReq} {
+		if r.Header.Get(tronhttp.APIKeyHeader) != key || r.Header.Get(tronhttp.WorkerHeader) != "" {
+			t.Fatalf("%s node got key %q, worker header %q", name, r.Header.Get(tronhttp.APIKeyHeader), r.Header.Get(tronhttp.WorkerHeader))
+		}
+	}
+	if !strings.HasPrefix(solidReq.URL.Path, "/walletsolidity/") || !strings.HasPrefix(fullReq.URL.Path, "/wallet/") {
+		t.Fatalf("solidity node asked %s, full node asked %s", solidReq.URL.Path, fullReq.URL.Path)
+	}
+	if err := eng.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if strings.Contains(out, key) {
+		t.Fatalf("the API key is in the log:\n%s", out)
+	}
+	if !strings.Contains(out, "solidity_url="+solid) || !strings.Contains(out, "HTTP 500") {
+		t.Fatalf("want the node set-up and the node's errors logged (so this grep means something):\n%s", out)
+	}
+}
+
+func TestServeRefusesNodeFlagsWithoutANode(t *testing.T) {
+	for _, flag := range [][]string{{"--tron-api-key", "k"}, {"--tron-solidity-node", "http://127.0.0.1:8091"}} {
+		var stderr bytes.Buffer
+		args := append([]string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-addr", "", "--tron-http", ""}, flag...)
+		if code := runMain(context.Background(), args, io.Discard, &stderr); code == 0 || !strings.Contains(stderr.String(), "need --tron-node") {
+			t.Fatalf("%v: exit %d, stderr %q", flag, code, stderr.String())
+		}
+	}
+}
