@@ -9,6 +9,10 @@ package sagas_test
 // once for each confirmed external one, the chain total equals the sum of
 // confirmed external amounts, accounts are conserved, every stream is one
 // operation id, every event is legal and every rebuild carries its proof.
+// Some workers reach the chain through a load balancer that now and then
+// answers from a backend lagging the chain, and workers' clocks are skewed
+// by minutes: every rebuild's and every failure's proof is then checked
+// against the chain itself (sagas.VerifyExpiryProof, VerifyFailure).
 //
 // WEIR_CHAOS_SEED picks the seed (printed); the test must pass for any.
 
@@ -16,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/big"
 	"math/rand/v2"
@@ -33,6 +38,7 @@ import (
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/nodetest"
 )
 
 const (
@@ -51,6 +57,8 @@ const (
 	// died is often resumed only after its envelope expired, so the run
 	// exercises the proof of death and rebuilds, not only resends.
 	chaosLease = 30 * time.Second
+	// chaosMaxSkew bounds how far a worker's clock is off, either way.
+	chaosMaxSkew = 2 * time.Minute
 )
 
 // chaosRestartRounds are the rounds during which the embedded server is
@@ -84,7 +92,7 @@ func (f *chaosFeed) follow(ctx context.Context, store *eventstore.Store) {
 		if rec.Sequence <= f.last {
 			return nil
 		}
-		f.ws[rec.Key.ID] = aggregate.Evolve(f.ws[rec.Key.ID], e)
+		f.ws[rec.Key.ID] = aggregate.EvolveRecorded(f.ws[rec.Key.ID], e, rec.Time)
 		f.last = rec.Sequence
 		return nil
 	})
@@ -383,14 +391,16 @@ func (cw *chaosWorld) newWorker(name string, gen int) *chaosWorker {
 	if gen > 0 {
 		id = fmt.Sprintf("%s.%d", name, gen)
 	}
+	node, skew := cw.view(name)
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
-		ID: id, Repo: sagas.NewRepo(bcOpenStore(cw.ctx, cw.emb)), Node: cw.sim, Signer: cw.signer,
+		ID: id, Repo: sagas.NewRepo(bcOpenStore(cw.ctx, cw.emb)), Node: node, Signer: cw.signer,
 		Work: cw.feed,
 		Custody: func(to string) (string, bool) {
 			a, ok := cw.custody[to]
 			return a, ok
 		},
-		Clock: cw.clock.Now, Lease: chaosLease, ExpirationWindow: bcWindow, ExpiryMargin: bcMargin,
+		Clock: func() time.Time { return cw.clock.Now().Add(skew) },
+		Lease: chaosLease, ExpirationWindow: bcWindow, ExpiryMargin: bcMargin,
 		MaxAttempts: 3, NodeTimeout: 5 * time.Second, Logger: slog.New(cw.logs),
 		Crash: cw.crashHook,
 	})
@@ -398,6 +408,56 @@ func (cw *chaosWorld) newWorker(name string, gen int) *chaosWorker {
 		cw.t.Fatal(err)
 	}
 	return &chaosWorker{name: name, gen: gen, w: w}
+}
+
+// view is how the worker called name (every generation of it) sees the
+// world, fixed by the seed: its clock's skew, up to chaosMaxSkew either
+// way, and its node — the chain itself, or a load balancer that sends a
+// seeded share of calls to a backend lagging the chain by a few dozen
+// blocks, as hosted endpoints do.
+func (cw *chaosWorld) view(name string) (tron.Node, time.Duration) {
+	rng := rand.New(rand.NewPCG(cw.seed, fnv64(name)))
+	skew := time.Duration(rng.Int64N(int64(2*chaosMaxSkew)+1)) - chaosMaxSkew
+	if rng.IntN(2) == 0 {
+		return cw.sim, skew
+	}
+	lag := &nodetest.Lagging{Sim: cw.sim, Behind: 4 + rng.Int64N(40)}
+	share := 0.1 + 0.3*rng.Float64()
+	route := func(seq int, _ tron.NodeMethod) int {
+		if rand.New(rand.NewPCG(cw.seed, uint64(seq))).Float64() < share {
+			return 1
+		}
+		return 0
+	}
+	return nodetest.NewBalanced(route, cw.sim, lag), skew
+}
+
+// patient asks the seeded-faulty chain again after a timeout, so the
+// final check of every proof reads the chain rather than its faults.
+type patient struct{ *tron.SimNode }
+
+func (p patient) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, error) {
+	for {
+		b, err := p.SimNode.SolidBlockByNum(ctx, num)
+		if !errors.Is(err, tron.ErrTimeout) || ctx.Err() != nil {
+			return b, err
+		}
+	}
+}
+
+func (p patient) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	for {
+		in, err := p.SimNode.SolidTxInfosByBlockNum(ctx, num)
+		if !errors.Is(err, tron.ErrTimeout) || ctx.Err() != nil {
+			return in, err
+		}
+	}
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
 }
 
 // crashHook kills a worker at a seeded fraction of the crash points it
@@ -620,7 +680,11 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := aggregate.Audit(evs)
+		times := make([]time.Time, len(recs))
+		for i, rec := range recs {
+			times[i] = rec.Time
+		}
+		w, err := aggregate.AuditRecorded(evs, times)
 		if err != nil {
 			t.Fatalf("%s: %v", p.id, err)
 		}
@@ -633,22 +697,33 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		if w.Account != p.payer || w.ToAddress != p.to || !w.Amount.Equal(bcUSDT(p.amount)) {
 			t.Fatalf("%s: stream says %s %s→%s, the request was %s %s→%s", p.id, w.Amount, w.Account, w.ToAddress, p.amount, p.payer, p.to)
 		}
-		// Every rebuild's proof, checked against the chain itself.
-		exp := int64(0)
+		// Every rebuild's and every failure's proof, checked against the
+		// chain itself.
+		var (
+			env    aggregate.Envelope
+			signed bool
+		)
 		for _, e := range evs {
 			switch ev := e.(type) {
 			case aggregate.EnvelopeBuilt:
-				exp = ev.Envelope.Expiration
+				env, signed = ev.Envelope, false
+			case aggregate.EnvelopeReplaced:
+				env, signed = ev.Envelope, false
+			case aggregate.Signed:
+				signed = true
 			case aggregate.Rebuilt:
 				rebuilds++
-				blk, ok := cw.sim.Block(ev.Evidence.SolidBlockNumber)
-				if err := ev.Evidence.Proves(exp); err != nil || !ok || blk.Timestamp != ev.Evidence.SolidBlockTime || ev.Evidence.Margin != bcMargin.Milliseconds() {
-					t.Fatalf("%s: rebuild evidence %+v (chain block %+v): %v", p.id, ev.Evidence, blk, err)
+				if err := sagas.VerifyExpiryProof(ctx, patient{cw.sim}, env, ev.Evidence); err != nil || ev.Evidence.Margin != bcMargin.Milliseconds() {
+					t.Fatalf("%s: rebuild evidence %+v: %v", p.id, ev.Evidence, err)
 				}
 				if _, landed := cw.sim.TransferByTxID(bcTxID(t, ev.RetiredTxID)); landed {
 					t.Fatalf("%s: retired txid %s is on chain", p.id, ev.RetiredTxID)
 				}
-				exp = ev.Envelope.Expiration
+				env, signed = ev.Envelope, false
+			case aggregate.Failed:
+				if err := sagas.VerifyFailure(ctx, patient{cw.sim}, env, signed, ev); err != nil {
+					t.Fatalf("%s: failed %s: %v", p.id, ev.Reason, err)
+				}
 			}
 		}
 		for _, txid := range append(w.RetiredTxIDs(), w.TxID()) {
