@@ -218,3 +218,29 @@ func TestSubscribeFromPastTheEndWaitsForTheNextEvent(t *testing.T) {
 		t.Fatalf("delivered seq %d, appended %d, end was %d", got.Sequence, pos.Sequence, end)
 	}
 }
+
+// LoadLatest reads the subject's last event through the stream leader and
+// answers exactly what Load answers on an up-to-date server, including for
+// an aggregate with no events.
+func TestLoadLatestEqualsLoadThroughTheLeader(t *testing.T) {
+	_, s := newMemStore(t)
+	seedMixed(t, s, 4)
+	for _, k := range []Key{{Type: "thing", ID: "t"}, {Type: "other", ID: "o"}, {Type: "thing", ID: "none"}} {
+		recs, pos, err := s.Load(testCtx(t), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest, lpos, err := s.LoadLatest(testCtx(t), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos != lpos || fmt.Sprint(seqs(recs)) != fmt.Sprint(seqs(latest)) {
+			t.Fatalf("%v: Load %v %v, LoadLatest %v %v", k, pos, seqs(recs), lpos, seqs(latest))
+		}
+		for i := range recs {
+			if string(recs[i].Payload) != string(latest[i].Payload) || !recs[i].Time.Equal(latest[i].Time) {
+				t.Fatalf("%v event %d differs", k, i+1)
+			}
+		}
+	}
+}

@@ -1116,3 +1116,35 @@ func TestInsufficientFundsIsNotDecidedOnALaggingReplica(t *testing.T) {
 		t.Fatalf("reserve on a lagging read: %s %s reserved=%v err=%v", w.State, w.Reason, w.Reserved, err)
 	}
 }
+
+// Item 2, on a rebuild. The first envelope was signed under the old policy
+// and never landed; the policy tightens; once the proof of death holds, the
+// rebuilt envelope is not signed under the old approvals: it goes back to
+// requested before a second signature exists.
+func TestRebuiltEnvelopeIsNotSignedWhenThePolicyTightenedMeanwhile(t *testing.T) {
+	r := newBCRig(t)
+	r.sim.Script(tron.ChannelBroadcast, tron.FaultTimeoutBeforeAccept) // the first envelope never reaches the chain
+	id := r.ready(bcAddress("tightened-rebuild"), "500")
+	w1 := r.worker("w1")
+	r.until(5, r.inState(id, aggregate.StateBroadcasting), w1)
+	strict, err := aggregate.NewPolicy("two everywhere", []aggregate.Rule{{Name: "two", Threshold: aggregate.Amount{}, Approvers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.repo.SetPolicy(r.ctx, aggregate.SetPolicy{Policy: strict, By: "ops", At: r.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	w := r.load(id)
+	bcSolidAtLeast(r.sim, w.Envelope.Expiration+bcMargin.Milliseconds())
+	r.until(10, r.inState(id, aggregate.StateRequested), w1)
+	w = r.load(id)
+	if w.Attempt != 2 || w.Reason != aggregate.ReasonPolicyTightened || len(w.Retired) != 2 || !w.Retired[1].Unsigned {
+		t.Fatalf("attempt %d reason %s retired %+v", w.Attempt, w.Reason, w.Retired)
+	}
+	if n := bcCount(r.events(id), aggregate.EventSigned); n != 1 {
+		t.Fatalf("%d signatures, want only the first envelope's", n)
+	}
+	r.approve(id, "carol")
+	r.until(60, r.terminal(id), w1)
+	r.paidOnce(id)
+}
