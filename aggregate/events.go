@@ -50,7 +50,9 @@ var accountDecoders = map[string]decoder[AccountEvent]{
 }
 
 var policyDecoders = map[string]decoder[PolicyEvent]{
-	PolicyChangedType: decodeInto[PolicyChanged, PolicyEvent],
+	PolicyChangedType:          decodeInto[PolicyChanged, PolicyEvent],
+	PolicyProposedType:         decodeInto[PolicyProposed, PolicyEvent],
+	PolicyProposalApprovedType: decodeInto[PolicyProposalApproved, PolicyEvent],
 }
 
 func decodeWith[E any](decoders map[string]decoder[E], eventType string, data []byte) (E, error) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Rule says how many distinct approvers (never the requester) an amount
@@ -276,84 +275,4 @@ func strictDecode(data []byte, v any) error {
 		return errors.New("unexpected data after the JSON value")
 	}
 	return nil
-}
-
-// ---- the policy stream ----
-
-// PolicyChangedType is the event type of a new policy version.
-const PolicyChangedType = "policy.changed"
-
-// PolicyEvent is an event of the policy stream.
-type PolicyEvent interface {
-	EventType() string
-	isPolicyEvent()
-}
-
-// PolicyChanged records a new version of the policy in force: who, when.
-type PolicyChanged struct {
-	Version int       `json:"version"`
-	Name    string    `json:"name"`
-	Rules   []Rule    `json:"rules"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
-}
-
-func (PolicyChanged) EventType() string { return PolicyChangedType }
-func (PolicyChanged) isPolicyEvent()    {}
-
-// PolicyState is the fold of the policy stream. Before any event, Policy is
-// the zero value and Version 0: callers fall back to their configured default.
-type PolicyState struct {
-	Policy    Policy    `json:"policy"`
-	ChangedBy string    `json:"changed_by"`
-	ChangedAt time.Time `json:"changed_at"`
-	// Events is the number of events folded.
-	Events uint64 `json:"events"`
-}
-
-// SetPolicy puts a policy in force. The version is assigned here (one more
-// than the current), whatever the command's policy carries.
-type SetPolicy struct {
-	Policy Policy
-	By     string
-	At     time.Time
-}
-
-// DecidePolicy decides SetPolicy: a policy that says the same as the one in
-// force is a replay (no events); anything else becomes the next version.
-func DecidePolicy(s PolicyState, c SetPolicy) ([]PolicyEvent, error) {
-	if err := c.Policy.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkToken(CodeInvalidCommand, "by", c.By); err != nil {
-		return nil, err
-	}
-	at, err := checkAt(c.At)
-	if err != nil {
-		return nil, err
-	}
-	if s.Policy.Version > 0 && s.Policy.SameRules(c.Policy) {
-		return nil, nil
-	}
-	p, _ := NewPolicy(c.Policy.Name, c.Policy.Rules) // sorted copy; validated above
-	return []PolicyEvent{PolicyChanged{Version: s.Policy.Version + 1, Name: p.Name, Rules: p.Rules, By: c.By, At: at}}, nil
-}
-
-// EvolvePolicy applies one policy event.
-func EvolvePolicy(s PolicyState, e PolicyEvent) PolicyState {
-	s.Events++
-	if ev, ok := e.(PolicyChanged); ok {
-		s.Policy = Policy{Version: ev.Version, Name: ev.Name, Rules: slices.Clone(ev.Rules)}
-		s.ChangedBy, s.ChangedAt = ev.By, ev.At
-	}
-	return s
-}
-
-// FoldPolicy replays the policy stream.
-func FoldPolicy(events []PolicyEvent) PolicyState {
-	var s PolicyState
-	for _, e := range events {
-		s = EvolvePolicy(s, e)
-	}
-	return s
 }
