@@ -51,6 +51,8 @@ type Intake struct {
 	repo   *Repo
 	ledger *Ledger
 	now    Clock
+
+	policyQuorum int // see SetPolicyQuorum; 0 reads as 1
 }
 
 // NewIntake returns the application layer over repo. The ledger performs
@@ -314,8 +316,10 @@ func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
 	return in.repo.PolicyInForce(ctx)
 }
 
-// SetPolicy stores p as the next policy version (who, when). Setting the
-// policy in force again changes nothing.
+// SetPolicy puts p in force as the next policy version (who, when), with no
+// quorum: it is for start-up configuration (the --policy file). Operators'
+// changes go through ProposePolicy. Setting the policy in force again
+// changes nothing.
 func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) (aggregate.Policy, error) {
 	if err := p.Validate(); err != nil {
 		return aggregate.Policy{}, err

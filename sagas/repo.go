@@ -292,15 +292,29 @@ func (r *Repo) policyInForce(ctx context.Context, latest bool) (aggregate.Policy
 	if err != nil {
 		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
 	}
-	if s.Policy.Version == 0 {
-		return aggregate.DefaultPolicy(), nil
-	}
-	return s.Policy, nil
+	return policyInForce(s), nil
 }
 
-// SetPolicy puts a policy in force as the next version (no event when it
-// says the same as the one in force).
+// policyInForce is s's policy, or aggregate.DefaultPolicy before any was
+// stored.
+func policyInForce(s aggregate.PolicyState) aggregate.Policy {
+	if s.Policy.Version == 0 {
+		return aggregate.DefaultPolicy()
+	}
+	return s.Policy
+}
+
+// SetPolicy proposes a policy, in force at once under a quorum of 1 (no
+// event when it says the same as the one in force or the open proposal).
 func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {
+	s, _, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
+		return aggregate.DecidePolicy(s, c)
+	})
+	return s, err
+}
+
+// ApprovePolicy records an operator's approval of the open policy proposal.
+func (r *Repo) ApprovePolicy(ctx context.Context, c aggregate.ApprovePolicy) (aggregate.PolicyState, error) {
 	s, _, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
 		return aggregate.DecidePolicy(s, c)
 	})

@@ -1,0 +1,77 @@
+package sagas
+
+import (
+	"context"
+
+	"github.com/weir-payouts/weir/aggregate"
+)
+
+// Policy changes by quorum (CONTRACT.md "Additions"): an operator's policy
+// change is a proposal until PolicyQuorum distinct operators (the proposer
+// counts as one) have approved it. SetPolicy (start-up configuration, the
+// --policy file) puts a policy in force directly; operators' requests go
+// through ProposePolicy and ApprovePolicy.
+
+// SetPolicyQuorum sets how many distinct operators a policy change needs
+// (the proposer counts as one); n ≤ 1 puts a proposal in force at once.
+// Call it before the intake serves requests.
+func (in *Intake) SetPolicyQuorum(n int) { in.policyQuorum = max(n, 1) }
+
+// PolicyQuorum is the configured quorum (at least 1).
+func (in *Intake) PolicyQuorum() int { return max(in.policyQuorum, 1) }
+
+// PolicyChange is the outcome of proposing or approving a policy: the
+// policy in force and, while the change waits for its quorum, the open
+// proposal and how many approvals it needs in all.
+type PolicyChange struct {
+	InForce         aggregate.Policy
+	Proposal        *aggregate.PolicyProposal // nil once the change is in force
+	ApprovalsNeeded int
+}
+
+// ProposePolicy proposes p as the next policy version on behalf of by.
+// Under a quorum of 1 it is in force at once; otherwise it is the open
+// proposal (superseding any other). Proposing what is already in force, or
+// already proposed, changes nothing and answers the same.
+func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by string) (PolicyChange, error) {
+	if err := p.Validate(); err != nil {
+		return PolicyChange{}, err
+	}
+	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.PolicyQuorum(), At: in.now().UTC()})
+	if err != nil {
+		return PolicyChange{}, err
+	}
+	c := PolicyChange{InForce: policyInForce(s)}
+	if s.Pending != nil && s.Pending.Policy.SameRules(p) && !s.Policy.SameRules(p) {
+		c.Proposal, c.ApprovalsNeeded = s.Pending, max(s.Pending.Quorum, in.PolicyQuorum())
+	}
+	return c, nil
+}
+
+// ApprovePolicy records by's approval of the open proposal version; the
+// approval that completes the quorum puts it in force. The proposer cannot
+// approve (self_approval); an operator's second approval counts once.
+func (in *Intake) ApprovePolicy(ctx context.Context, version int, by string) (PolicyChange, error) {
+	s, err := in.repo.ApprovePolicy(ctx, aggregate.ApprovePolicy{Version: version, By: by, Quorum: in.PolicyQuorum(), At: in.now().UTC()})
+	if err != nil {
+		return PolicyChange{}, err
+	}
+	c := PolicyChange{InForce: policyInForce(s)}
+	if s.Pending != nil && s.Pending.Policy.Version == version {
+		c.Proposal, c.ApprovalsNeeded = s.Pending, max(s.Pending.Quorum, in.PolicyQuorum())
+	}
+	return c, nil
+}
+
+// PolicyProposal returns the open policy proposal, if any, and how many
+// approvals it needs in all.
+func (in *Intake) PolicyProposal(ctx context.Context) (*aggregate.PolicyProposal, int, error) {
+	s, _, err := in.repo.Policy(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.Pending == nil {
+		return nil, 0, nil
+	}
+	return s.Pending, max(s.Pending.Quorum, in.PolicyQuorum()), nil
+}
