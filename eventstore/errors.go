@@ -1,8 +1,13 @@
 package eventstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The error catalogue of the event store. Transports map these once, at the
@@ -94,3 +99,25 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 
 // Unwrap exposes the underlying failure (for example context.DeadlineExceeded).
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// Unavailable reports whether err says the server or the cluster could not
+// do it now — a timeout, a lost or closing connection, no JetStream
+// response, a server shutting down, a 503 from the JetStream API, an append
+// whose outcome is unknown — rather than that the request was wrong.
+// Retrying later (with the same event ids, for an append) may succeed.
+// A conflict is not unavailability: the caller must re-decide.
+func Unavailable(err error) bool {
+	for _, target := range []error{
+		ErrOutcomeUnknown,
+		context.DeadlineExceeded, context.Canceled,
+		nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
+		nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrNoStreamResponse, jetstream.ErrServerShutdown, jetstream.ErrJetStreamNotEnabled,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable
+}

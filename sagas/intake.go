@@ -12,19 +12,6 @@ import (
 	"github.com/weir-payouts/weir/tron"
 )
 
-// Errors raised by the intake layer itself (the domain's are aggregate
-// errors). They are *aggregate.Error values so the transports map one error
-// type to statuses.
-const (
-	CodeNotFound  = "not_found"
-	CodeForbidden = "forbidden"
-)
-
-var (
-	ErrNotFound  = &aggregate.Error{Code: CodeNotFound}
-	ErrForbidden = &aggregate.Error{Code: CodeForbidden}
-)
-
 // withdrawalID canonicalises a withdrawal id from a path or body; an id
 // that is not a UUID names no withdrawal, so it is not found (404), not
 // invalid: nothing could ever have been created under it.

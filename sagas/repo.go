@@ -23,7 +23,10 @@ var ErrTooMuchContention = errors.New("sagas: too much contention on the stream;
 
 // Repo loads aggregates from the event store, decides commands against them
 // and appends the result with optimistic concurrency. It is the one path by
-// which anything in weir changes state.
+// which anything in weir changes state. A failure of the store or the
+// cluster comes out of it as an UnavailableError (errors.Is(err,
+// ErrUnavailable)), so callers need not know NATS to tell "retry later"
+// from "refused".
 //
 // Two ways to append:
 //   - Update* (intake, reservation, operators): on a conflict, reload and
@@ -102,7 +105,7 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 	}
 	recs, pos, err := read(ctx, eventstore.Key{Type: k.typ, ID: id})
 	if err != nil {
-		return zero, pos, fmt.Errorf("load %s %s: %w", k.typ, id, err)
+		return zero, pos, unavailable(fmt.Errorf("load %s %s: %w", k.typ, id, err))
 	}
 	events, err := k.decode(recs)
 	if err != nil {
@@ -137,7 +140,7 @@ func appendAt[S any, E interface{ EventType() string }](ctx context.Context, sto
 	}
 	newPos, err := store.Append(ctx, eventstore.Key{Type: k.typ, ID: id}, pos, out...)
 	if err != nil {
-		return s, pos, fmt.Errorf("append %s %s: %w", k.typ, id, err)
+		return s, pos, unavailable(fmt.Errorf("append %s %s: %w", k.typ, id, err))
 	}
 	for _, e := range events {
 		s = k.evolve(s, e)
@@ -198,7 +201,7 @@ func update[S any, E interface{ EventType() string }](ctx context.Context, r *Re
 		}
 		return s, pos, events, nil
 	}
-	return zero, eventstore.Position{}, nil, fmt.Errorf("%s %s: %w", k.typ, id, ErrTooMuchContention)
+	return zero, eventstore.Position{}, nil, unavailable(fmt.Errorf("%s %s: %w", k.typ, id, ErrTooMuchContention))
 }
 
 // Withdrawal loads one withdrawal; a withdrawal never requested has
@@ -211,7 +214,7 @@ func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal,
 // and for audit).
 func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.Record, error) {
 	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id})
-	return recs, err
+	return recs, unavailable(err)
 }
 
 // UpdateWithdrawal decides the command cmd(w) returns against the current

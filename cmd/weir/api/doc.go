@@ -30,8 +30,11 @@
 //     the domain, which refuses a JSON number with 422 invalid_amount.
 //   - Error mapping: StatusTable is the one table from error code to HTTP
 //     status; the NATS service sends the same status as its micro error
-//     code and the same ErrorBody. Contention beyond the retry bound, an
-//     unconfirmed append, timeouts and a lost store are 503 unavailable;
+//     code and the same ErrorBody. Codes are typed where they are raised
+//     (aggregate, sagas, this package for the transport's own). Contention
+//     beyond the retry bound, an unconfirmed append, timeouts and a lost
+//     store reach the transport already translated by sagas.Repo
+//     (sagas.UnavailableError) and are 503 unavailable;
 //     anything not in the table is logged and answered 500 internal without
 //     its text.
 //   - Observability: each request is logged with slog (method, path,

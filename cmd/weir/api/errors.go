@@ -5,11 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/weir-payouts/weir/aggregate"
-	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -25,7 +21,7 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"    // the principal exceeds its request rate; Retry-After says when to retry
 	CodeReplyTooLarge        = "reply_too_large" // a NATS reply would exceed the server's max payload: page
-	CodeUnavailable          = "unavailable"
+	CodeUnavailable          = sagas.CodeUnavailable
 	CodeInternal             = "internal"
 )
 
@@ -91,6 +87,7 @@ func StatusOf(code string) int {
 var internalCodes = map[string]bool{
 	aggregate.CodeUnknownEvent: true,
 	aggregate.CodeInvalidEvent: true,
+	aggregate.CodeInvariant:    true,
 }
 
 // ErrorBody is the error document of both transports:
@@ -113,14 +110,16 @@ func apiError(code, field, message string) *aggregate.Error {
 
 // classify turns any error from the application layer into a status and
 // the body to send. internal reports that err must be logged (its text
-// is not sent).
+// is not sent). Store and NATS failures arrive already translated by
+// sagas.Repo (sagas.UnavailableError); a deadline or cancellation the
+// transport itself imposed is unavailable too.
 func classify(err error) (status int, body ErrorBody, internal bool) {
-	if unavailable(err) {
-		msg := "the store is unavailable or too busy; retry (commands are idempotent)"
-		if errors.Is(err, eventstore.ErrOutcomeUnknown) {
-			msg = "the store did not confirm the write; retry the same request (it is idempotent)"
-		}
-		return http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: CodeUnavailable, Message: msg}}, true
+	var ue *sagas.UnavailableError
+	switch {
+	case errors.As(err, &ue):
+		return http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: CodeUnavailable, Message: ue.Message}}, true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, ErrorBody{ErrorDetail{Code: CodeUnavailable, Message: "the store is unavailable or too busy; retry (commands are idempotent)"}}, true
 	}
 	var e *aggregate.Error
 	if errors.As(err, &e) && !internalCodes[e.Code] {
@@ -143,23 +142,4 @@ func defaultMessage(code string) string {
 		return "not allowed for this principal"
 	}
 	return code
-}
-
-// unavailable reports errors that say "the store or the cluster could not
-// do it now" rather than "this command is wrong": contention beyond the
-// retry bound, an unconfirmed append, timeouts, a lost connection.
-func unavailable(err error) bool {
-	for _, target := range []error{
-		sagas.ErrTooMuchContention, eventstore.ErrConflict, eventstore.ErrOutcomeUnknown,
-		context.DeadlineExceeded, context.Canceled,
-		nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
-		nats.ErrConnectionReconnecting, nats.ErrDisconnected,
-		jetstream.ErrNoStreamResponse, jetstream.ErrServerShutdown, jetstream.ErrJetStreamNotEnabled,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable
 }

@@ -1,13 +1,13 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
-	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -41,9 +41,9 @@ func TestClassify(t *testing.T) {
 	}{
 		{&aggregate.Error{Code: "invalid_amount", Field: "amount", Message: "m"}, 422, "invalid_amount", false},
 		{fmt.Errorf("wrapped: %w", &aggregate.Error{Code: "not_cancellable"}), 409, "not_cancellable", false},
-		{fmt.Errorf("w: %w", sagas.ErrTooMuchContention), 503, "unavailable", true},
-		{&eventstore.OutcomeUnknownError{Err: errors.New("timeout")}, 503, "unavailable", true},
-		{fmt.Errorf("x: %w", eventstore.ErrConflict), 503, "unavailable", true},
+		{fmt.Errorf("w: %w", &sagas.UnavailableError{Message: "retry", Err: sagas.ErrTooMuchContention}), 503, "unavailable", true},
+		{&sagas.UnavailableError{Message: "retry the same request", Err: errors.New("timeout")}, 503, "unavailable", true},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), 503, "unavailable", true},
 		{errors.New("secret database password in text"), 500, "internal", true},
 		{&aggregate.Error{Code: "invalid_event", Message: "stored junk"}, 500, "internal", true},
 		{&aggregate.Error{Code: "some_new_code", Message: "m"}, 500, "internal", true},
