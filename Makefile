@@ -13,6 +13,7 @@ test:
 fuzz:
 	$(GO) test ./tron -run '^$$' -fuzz FuzzParseAddress -fuzztime 5s -fuzzminimizetime 100x
 	$(GO) test ./tron -run '^$$' -fuzz FuzzDecodeRaw -fuzztime 5s -fuzzminimizetime 100x
+	$(GO) test ./cmd/weir/api -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 5s -fuzzminimizetime 100x
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./eventstore

@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // decodeStrict reads exactly one JSON object from data into v (a pointer to
 // a struct with json tags). Refused with 400 malformed_json: an empty body,
 // a syntax error, anything but an object at the top level, data after the
-// object, a member of the wrong JSON type (field names it), and a member v
+// object, a member of the wrong JSON type (field names it), a member v
 // does not know (field names it: a misspelt "ammount" must not be silently
-// dropped from a payment). Value checks are the domain's (422).
+// dropped from a payment), a key given twice, and a key that matches a
+// field only when case is ignored (checkKeys). Value checks are the
+// domain's (422).
 func decodeStrict(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -33,7 +37,106 @@ func decodeStrict(data []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return apiError(CodeMalformedJSON, "", "unexpected data after the JSON object")
 	}
-	return nil
+	return checkKeys(trimmed, jsonNames(reflect.TypeOf(v)))
+}
+
+// checkKeys refuses, with 400 malformed_json naming the key, what
+// encoding/json would silently resolve: a key given twice in one object
+// (the last would win: {"amount":"1","amount":"3"}), and a key that is not
+// one of names but equals one of them when case is ignored, with Unicode
+// folding (encoding/json would take {"AMOUNT":"3"} or {"aſſet":…} as the
+// field). Other parsers would read such a body differently; weir reads
+// only bodies every parser reads alike. data must be valid JSON.
+func checkKeys(data []byte, names map[string]bool) error {
+	type frame struct {
+		object, wantKey bool
+		keys            map[string]bool
+	}
+	var stack []*frame
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF; syntax errors are the decoder's to report
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			top := stack[n-1]
+			key, ok := tok.(string)
+			if !ok { // the object's closing brace
+				stack = stack[:n-1]
+				valueDone()
+				continue
+			}
+			if top.keys[key] {
+				return apiError(CodeMalformedJSON, key, fmt.Sprintf("key %q appears twice in one object", key))
+			}
+			top.keys[key] = true
+			if !names[key] {
+				for name := range names {
+					if strings.EqualFold(name, key) {
+						return apiError(CodeMalformedJSON, key, fmt.Sprintf("key %q is not %q: keys are case-sensitive", key, name))
+					}
+				}
+			}
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, wantKey: true, keys: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+var namesCache sync.Map // reflect.Type → map[string]bool
+
+// jsonNames is every JSON member name of t's structs, nested ones included.
+func jsonNames(t reflect.Type) map[string]bool {
+	if m, ok := namesCache.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	names := map[string]bool{}
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-" || !f.IsExported() && !f.Anonymous:
+				continue
+			case f.Anonymous && name == "":
+				walk(f.Type)
+				continue
+			case name == "":
+				name = f.Name
+			}
+			names[name] = true
+			walk(f.Type)
+		}
+	}
+	walk(t)
+	namesCache.Store(t, names)
+	return names
 }
 
 var unknownFieldRE = regexp.MustCompile(`unknown (?:field|object member name) "((?:[^"\\]|\\.)*)"`)

@@ -23,7 +23,10 @@
 //     exactly one JSON object with no unknown members and no trailing data
 //     (400 malformed_json, field naming the member at fault). Unknown
 //     members are refused rather than ignored: a misspelt "ammount" or
-//     "to_adress" must not silently become a default. The policy document
+//     "to_adress" must not silently become a default. So are a key given
+//     twice and a key that matches a member only when case is ignored
+//     (checkKeys): encoding/json would take the last, or fold "AMOUNT" and
+//     "aſſet" onto the member, where another parser would not. The policy document
 //     is the exception: a body that is JSON but not a valid policy,
 //     unknown members included, is 422 invalid_policy, as the --policy
 //     file is judged (aggregate.ParsePolicyJSON). Amounts are passed raw to

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -200,6 +201,10 @@ func (o *ops) setPolicy(ctx context.Context, p Principal, body []byte) (result, 
 	}
 	if trimmed[0] != '{' {
 		return result{}, apiError(CodeMalformedJSON, "", "the body must be a JSON object")
+	}
+	// The policy document has PolicyView's member names.
+	if err := checkKeys(trimmed, jsonNames(reflect.TypeFor[PolicyView]())); err != nil {
+		return result{}, err
 	}
 	pol, err := aggregate.ParsePolicyJSON(trimmed)
 	if err != nil {
