@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -33,7 +33,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	srv := eventstoretest.Start(f)
 	ctx := context.Background()
-	store := srv.Store(ctx, projections.NewRegistry())
+	store := srv.Store(ctx, eventlog.NewRegistry())
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	o := &ops{intake: sagas.NewIntake(repo, ledger, nil)}
