@@ -75,6 +75,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.String("token", "", "accepted for symmetry with the other commands (the audit reads the log directly)")
 	all := fs.Bool("all", false, "audit every withdrawal, every account and the global invariants")
 	node := fs.String("tron-node", defaultAuditNode, `java-tron HTTP API for the chain checks ("" skips them; unreachable: skipped with a note)`)
+	solidityNode := fs.String("tron-solidity-node", "", "endpoint serving /walletsolidity/* (default: the --tron-node URL)")
+	apiKey := fs.String("tron-api-key", "", "API key sent to the node as TRON-PRO-API-KEY (TronGrid); never printed")
 	nodeTimeout := fs.Duration("node-timeout", 5*time.Second, "timeout of each node call")
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	timeout := fs.Duration("timeout", defaultClientTimeout, "NATS connect timeout")
@@ -119,7 +121,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace}
 	if *node != "" {
-		opts.Node = tronhttp.NewHTTPNode(*node, nil)
+		opts.Node = tronhttp.New(tronhttp.Config{URL: *node, SolidityURL: *solidityNode, APIKey: *apiKey})
 	}
 	if !*asJSON {
 		opts.Progress = newProgress(stderr)

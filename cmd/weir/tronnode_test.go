@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
 
@@ -104,5 +106,57 @@ func TestServeRefusesNodeFlagsWithoutANode(t *testing.T) {
 		if code := runMain(context.Background(), args, io.Discard, &stderr); code == 0 || !strings.Contains(stderr.String(), "need --tron-node") {
 			t.Fatalf("%v: exit %d, stderr %q", flag, code, stderr.String())
 		}
+	}
+}
+
+// weir audit takes the same node flags: the key reaches both endpoints and
+// is printed nowhere, even when the node is unreachable.
+func TestAuditSendsTheAPIKeyToBothNodesButNeverPrintsIt(t *testing.T) {
+	const key = "audit-key-4c2f-never-print"
+	s := newStack(t, false)
+	sim := tron.NewSimNode(tron.SimConfig{})
+	sim.Advance(30)
+	var mu sync.Mutex
+	seen := map[string][]string{} // server → paths with the key
+	serve := func(name string) string {
+		h := tronhttp.NewHandler(sim)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(tronhttp.APIKeyHeader) != key || r.Header.Get(tronhttp.WorkerHeader) != "" {
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+			mu.Lock()
+			seen[name] = append(seen[name], r.URL.Path)
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	full, solid := serve("full"), serve("solid")
+	code, out, errOut := s.weir(t, "audit", "--all", "--tron-node", full, "--tron-solidity-node", solid, "--tron-api-key", key)
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "audit with a key", out, "OK: every check holds")
+	if strings.Contains(out+errOut, key) {
+		t.Fatalf("the key was printed:\n%s\n%s", out, errOut)
+	}
+	mu.Lock()
+	if len(seen["solid"]) == 0 {
+		t.Fatalf("the audit never asked the solidity node (full node asked %v)", seen["full"])
+	}
+	for _, p := range seen["solid"] {
+		if !strings.HasPrefix(p, "/walletsolidity/") {
+			t.Fatalf("solidity node asked %s", p)
+		}
+	}
+	for _, p := range seen["full"] {
+		if strings.HasPrefix(p, "/walletsolidity/") {
+			t.Fatalf("full node asked %s", p)
+		}
+	}
+	mu.Unlock()
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "http://127.0.0.1:1", "--tron-api-key", key)
+	if strings.Contains(out+errOut, key) {
+		t.Fatalf("exit %d; the key was printed:\n%s\n%s", code, out, errOut)
 	}
 }
