@@ -2,11 +2,14 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -66,33 +69,19 @@ func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, ti
 	results := make([]tron.TxStatus, len(items))
 	errs := make([]error, len(items))
 	prog.Start("chain lookups", len(items))
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	next := 0
-	for range min(chainParallelism, len(items)) {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(items) {
-					return
-				}
-				id, err := tron.ParseTxID(items[i].txid)
-				if err == nil {
-					lctx, cancel := context.WithTimeout(ctx, timeout)
-					results[i], err = node.Lookup(lctx, id)
-					cancel()
-				}
-				errs[i] = err
-				mu.Lock()
-				prog.Add(1)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	parallel(len(items), func(i int) {
+		id, err := tron.ParseTxID(items[i].txid)
+		if err == nil {
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			results[i], err = node.Lookup(lctx, id)
+			cancel()
+		}
+		errs[i] = err
+		mu.Lock()
+		prog.Add(1)
+		mu.Unlock()
+	})
 	prog.Done()
 
 	for i, it := range items {
@@ -130,10 +119,171 @@ func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, ti
 			}
 		}
 	}
-	if sum.LookupErrors > 0 {
+	unchecked := a.checkEvidence(ctx, node, solid.Number, timeout, was, prog)
+	switch {
+	case sum.LookupErrors > 0 && unchecked > 0:
+		sum.Note = fmt.Sprintf("%d of %d lookups failed and %d proof(s) could not be checked (see notes)", sum.LookupErrors, len(items), unchecked)
+	case sum.LookupErrors > 0:
 		sum.Note = fmt.Sprintf("%d of %d lookups failed (see notes)", sum.LookupErrors, len(items))
+	case unchecked > 0:
+		sum.Note = fmt.Sprintf("%d proof(s) could not be checked (see notes)", unchecked)
 	}
+	sum.LookupErrors += unchecked
 	return sum
+}
+
+// proofRecord is a proof the log relies on: the proof of death of a
+// rebuild, or the proof of a failure (a proof of death or a failing
+// receipt), with the envelope it is about.
+type proofRecord struct {
+	Version  uint64
+	Env      aggregate.Envelope
+	Evidence *aggregate.Evidence // a rebuild's
+	Failed   *aggregate.Failed   // a failure's
+	Signed   bool                // the failed envelope had been signed
+}
+
+// evidenceItem is one thing the log says the chain shows.
+type evidenceItem struct {
+	wa      *Replay
+	version uint64
+	check   string
+	what    string  // "the proof of death of txid X", for the finding
+	blocks  []int64 // the solid blocks it cites
+	verify  func(ctx context.Context) error
+}
+
+// checkEvidence checks every proof the log relies on against the chain the
+// node serves (blocks are solid: what was true when the event was written
+// is true now): the blocks a rebuild or a failure cites exist with those
+// numbers, ids and times, link, and do not hold the txid
+// (sagas.VerifyExpiryProof); a failing receipt is in its block
+// (sagas.VerifyFailure); a confirmation's block holds the txid with
+// SUCCESS at the recorded time. A cited block above the node's solid head
+// is a block the chain never had. It returns how many could not be checked
+// (node errors), each reported as a note.
+func (a *auditor) checkEvidence(ctx context.Context, node tron.Node, head int64, timeout time.Duration, was []*Replay, prog Progress) int {
+	var items []evidenceItem
+	for _, wa := range was {
+		for _, p := range wa.proofs {
+			switch {
+			case p.Evidence != nil:
+				ev, env := *p.Evidence, p.Env
+				items = append(items, evidenceItem{wa: wa, version: p.Version, check: "evidence",
+					what: "the proof of death of txid " + env.TxID, blocks: []int64{ev.Scan.From, ev.Scan.To, ev.SolidBlockNumber},
+					verify: func(ctx context.Context) error { return sagas.VerifyExpiryProof(ctx, node, env, ev) }})
+			case p.Failed != nil:
+				failed, env, signed := *p.Failed, p.Env, p.Signed
+				var blocks []int64
+				if failed.Evidence != nil {
+					blocks = append(blocks, failed.Evidence.Scan.From, failed.Evidence.Scan.To, failed.Evidence.SolidBlockNumber)
+				}
+				if failed.Receipt != nil {
+					blocks = append(blocks, failed.Receipt.BlockNumber)
+				}
+				items = append(items, evidenceItem{wa: wa, version: p.Version, check: "evidence",
+					what: "the proof that txid " + env.TxID + " failed", blocks: blocks,
+					verify: func(ctx context.Context) error { return sagas.VerifyFailure(ctx, node, env, signed, failed) }})
+			}
+		}
+		w := wa.w
+		if w.State == aggregate.StateConfirmed && w.Route.IsExternal() && w.Confirmation.TxID != "" {
+			c := w.Confirmation
+			items = append(items, evidenceItem{wa: wa, version: w.Version, check: "chain",
+				what: "the confirmation of txid " + c.TxID, blocks: []int64{c.BlockNumber},
+				verify: func(ctx context.Context) error { return confirmedIn(ctx, node, c) }})
+		}
+	}
+	errs := make([]error, len(items))
+	prog.Start("chain evidence", len(items))
+	var mu sync.Mutex
+	parallel(len(items), func(i int) {
+		it := items[i]
+		for _, n := range it.blocks {
+			if n > head {
+				errs[i] = fmt.Errorf("%w: it cites solid block %d, but the node's solid head is %d: a block the chain never had (solid blocks are final)", sagas.ErrProofRefuted, n, head)
+				break
+			}
+		}
+		if errs[i] == nil {
+			vctx, cancel := context.WithTimeout(ctx, timeout*time.Duration(2+aggregate.MaxScanBlocks/8))
+			errs[i] = it.verify(vctx)
+			cancel()
+		}
+		mu.Lock()
+		prog.Add(1)
+		mu.Unlock()
+	})
+	prog.Done()
+	unchecked := 0
+	for i, it := range items {
+		if errs[i] == nil {
+			continue
+		}
+		f := Finding{Severity: Violation, Check: it.check, Withdrawal: it.wa.ID, Version: it.version, What: fmt.Sprintf("%s does not hold on chain: %v", it.what, errs[i])}
+		if !errors.Is(errs[i], sagas.ErrProofRefuted) {
+			unchecked++
+			f.Severity, f.What = Note, fmt.Sprintf("%s could not be checked: %v", it.what, errs[i])
+		}
+		it.wa.Checks = append(it.wa.Checks, f)
+		a.add(f)
+	}
+	return unchecked
+}
+
+// confirmedIn checks a confirmation against its block: the block's
+// receipts hold the txid with SUCCESS at the recorded time.
+func confirmedIn(ctx context.Context, node tron.Node, c aggregate.Confirmation) error {
+	txid, err := tron.ParseTxID(c.TxID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sagas.ErrProofRefuted, err)
+	}
+	infos, err := node.SolidTxInfosByBlockNum(ctx, c.BlockNumber)
+	if err != nil {
+		return fmt.Errorf("block %d: %w", c.BlockNumber, err)
+	}
+	for _, in := range infos {
+		if in.TxID != txid {
+			continue
+		}
+		if in.Receipt != tron.ReceiptSuccess || (c.BlockTime != 0 && in.BlockTime != c.BlockTime) {
+			return fmt.Errorf("%w: block %d has it with %s at %d; the confirmation says %s at %d", sagas.ErrProofRefuted, c.BlockNumber, in.Receipt, in.BlockTime, c.Receipt, c.BlockTime)
+		}
+		return nil
+	}
+	// java-tron answers [] for a block it lacks: look at the block itself.
+	b, err := node.SolidBlockByNum(ctx, c.BlockNumber)
+	if err != nil {
+		return fmt.Errorf("block %d: %w", c.BlockNumber, err)
+	}
+	if !slices.Contains(b.TxIDs, txid) {
+		return fmt.Errorf("%w: solid block %d does not hold it", sagas.ErrProofRefuted, c.BlockNumber)
+	}
+	return fmt.Errorf("block %d's receipts were not served", c.BlockNumber)
+}
+
+// parallel runs fn(0..n-1) on at most chainParallelism goroutines.
+func parallel(n int, fn func(i int)) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		next int
+	)
+	for range min(chainParallelism, n) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // checkDuplicateTxIDs: a txid belongs to one withdrawal. Two withdrawals

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -233,6 +234,54 @@ var mutations = []struct {
 		}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 3, recs[0].Sequence)
 		return mutated{check: "stream", withdrawal: id, seq: seq, what: "back-pointer (Weir-Prev-Seq) names stream sequence"}
+	}},
+	// What only the chain can refute (issue 17 item 2).
+	{"rebuild proof citing a solid block the chain never had", func(t *testing.T, h *history) mutated {
+		id := h.ready("15")
+		w, env1 := h.build(id, h.policy())
+		h.sign(id, env1)
+		ref, err := h.chain.sim.SolidBlockByNum(t.Context(), w.Envelope.RefBlockNum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := ref.Header.Number + aggregate.MaxScanBlocks - 1 // arithmetic right; no such solid block
+		toID := make([]byte, 32)
+		binary.BigEndian.PutUint64(toID, uint64(to))
+		toTime := w.Envelope.Expiration + 30_000
+		env2, _ := h.chain.envelope(t, w)
+		env2.Expiration = toTime + 60_000 // not already expired at the proof's time
+		h.forge(id, aggregate.Rebuilt{Attempt: 2, RetiredTxID: env1.TxIDHex(), Evidence: aggregate.Evidence{
+			SolidBlockNumber: to, SolidBlockTime: toTime, Expiration: w.Envelope.Expiration, Margin: 30_000, Lookup: aggregate.LookupNotFound,
+			Scan: aggregate.BlockScan{From: ref.Header.Number, FromID: ref.Header.IDHex(), FromTime: ref.Header.Timestamp,
+				To: to, ToID: hex.EncodeToString(toID), ToTime: toTime, IDsSHA256: randomTxID()},
+		}, Envelope: env2, At: h.at()}) // v7
+		return mutated{check: "evidence", withdrawal: id, version: 7, what: "a block the chain never had"}
+	}},
+	{"rebuild proof whose blocks are not the chain's", func(t *testing.T, h *history) mutated {
+		id := h.ready("16")
+		w, env1 := h.build(id, h.policy())
+		h.send(id, h.sign(id, env1), false) // v6..v8
+		proof := h.proveDead(w.Envelope)
+		proof.Scan.IDsSHA256 = randomTxID() // another range of blocks
+		newEnv, _ := h.chain.envelope(t, h.withdrawal(id))
+		h.forge(id, aggregate.Rebuilt{Attempt: 2, RetiredTxID: env1.TxIDHex(), Evidence: proof, Envelope: newEnv, At: h.at()}) // v9
+		return mutated{check: "evidence", withdrawal: id, version: 9, what: "hash to"}
+	}},
+	{"failure proven by a receipt the chain does not have", func(t *testing.T, h *history) mutated {
+		id := h.ready("17")
+		_, env := h.build(id, h.policy())
+		h.sign(id, env) // v6: signed, never sent
+		solid := h.chain.sim.CurrentSolidHead()
+		h.forge(id, aggregate.Failed{Reason: aggregate.ReasonReverted, TxID: env.TxIDHex(),
+			Receipt: &aggregate.FailureReceipt{BlockNumber: solid.Number, BlockTime: solid.Timestamp, Result: "REVERT"}, At: h.at()}) // v7
+		return mutated{check: "evidence", withdrawal: id, version: 7, what: "is not in block"}
+	}},
+	{"confirmation in a block that does not hold the txid", func(t *testing.T, h *history) mutated {
+		id := h.ready("18")
+		_, env := h.build(id, h.policy())
+		h.send(id, h.sign(id, env), false)
+		h.confirm(id, env.TxIDHex(), h.chain.sim.CurrentSolidHead().Number) // a real solid block, without it
+		return mutated{check: "chain", withdrawal: id, version: 9, what: "does not hold it"}
 	}},
 }
 

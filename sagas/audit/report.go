@@ -118,6 +118,7 @@ type Replay struct {
 	found    []Finding // every finding of this withdrawal, in order
 	endedAt  time.Time // server time of the terminal event
 	txids    []txidRecord
+	proofs   []proofRecord
 	authSeq  uint64 // stream sequence of the authorisation point (0 = none)
 }
 

@@ -297,12 +297,13 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		add("attempt", ev.Attempt)
 		add("retired_txid", ev.RetiredTxID)
 		add("txid", ev.Envelope.TxID)
-		add("evidence", fmt.Sprintf("solid block %d at %s, expiration %s + margin %dms, lookup %s",
-			ed.SolidBlockNumber, fmtMs(ed.SolidBlockTime), fmtMs(ed.Expiration), ed.Margin, ed.Lookup))
+		add("evidence", fmt.Sprintf("solid blocks %d..%d, last at %s, expiration %s + margin %dms, lookup %s",
+			ed.Scan.From, ed.Scan.To, fmtMs(ed.SolidBlockTime), fmtMs(ed.Expiration), ed.Margin, ed.Lookup))
 		if ev.RetiredTxID != w.Envelope.TxID {
 			report(Violation, "evidence", "retires txid %s; the current envelope is %s", ev.RetiredTxID, w.Envelope.TxID)
 		}
-		if err := ed.Proves(w.Envelope.Expiration); err != nil {
+		wa.proofs = append(wa.proofs, proofRecord{Version: rec.AggregateVersion, Env: w.Envelope, Evidence: &ev.Evidence})
+		if err := ed.ProvesFor(w.Envelope); err != nil {
 			report(Violation, "evidence", "the evidence does not prove txid %s dead: %v", w.Envelope.TxID, err)
 		}
 		if w.KnowsTxID(ev.Envelope.TxID) {
@@ -335,6 +336,16 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		}
 		if ev.Detail != "" {
 			add("detail", ev.Detail)
+		}
+		if ev.Receipt != nil {
+			add("receipt", fmt.Sprintf("%s in block %d at %s", ev.Receipt.Result, ev.Receipt.BlockNumber, fmtMs(ev.Receipt.BlockTime)))
+		}
+		if ev.Evidence != nil {
+			add("evidence", fmt.Sprintf("solid blocks %d..%d, last at %s", ev.Evidence.Scan.From, ev.Evidence.Scan.To, fmtMs(ev.Evidence.SolidBlockTime)))
+		}
+		if w.Envelope.TxID != "" {
+			f := ev
+			wa.proofs = append(wa.proofs, proofRecord{Version: rec.AggregateVersion, Env: w.Envelope, Failed: &f, Signed: w.Signature != ""})
 		}
 	}
 	return d
