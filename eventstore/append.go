@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,6 +124,11 @@ func (s *Store) prepare(k Key, expected Position, events []Event) ([]*nats.Msg, 
 			seq := strconv.FormatUint(expected.Sequence, 10)
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, seq)
 			m.Header.Set(HeaderPrevSeq, seq)
+		}
+		if s.cfg.Sealer != nil {
+			keyID, tag := s.cfg.Sealer.Seal(eventSealInput(subj, m.Header, m.Data))
+			m.Header.Set(HeaderKeyID, keyID)
+			m.Header.Set(HeaderTag, hex.EncodeToString(tag))
 		}
 		msgs[i] = m
 		sent[i] = ev

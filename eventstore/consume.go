@@ -17,8 +17,11 @@ import (
 // processes consuming with the same durable name share the work.
 //
 // filterType limits delivery to one aggregate type ("" = all). It blocks
-// until ctx is done and returns ctx.Err(), or returns a setup error.
-func (s *Store) Consume(ctx context.Context, durable, filterType string, handle func(Record) error) error {
+// until ctx is done and returns ctx.Err(), or returns a setup error. A
+// record that does not verify or decode stops it, unless OnViolation takes
+// it (and, when that returns nil, it is acknowledged and never handled).
+func (s *Store) Consume(ctx context.Context, durable, filterType string, handle func(Record) error, opts ...ReadOption) error {
+	o := readOpts(opts)
 	if err := validToken(durable); err != nil {
 		return fmt.Errorf("%w: durable name %q: %v", ErrInvalidKey, durable, err)
 	}
@@ -46,7 +49,7 @@ func (s *Store) Consume(ctx context.Context, durable, filterType string, handle 
 		if err != nil {
 			return fmt.Errorf("eventstore: durable consumer %s: %w", durable, err)
 		}
-		err = s.drain(ctx, it, handle)
+		err = s.drain(ctx, it, o, handle)
 		it.Stop()
 		if ctx.Err() != nil {
 			break
@@ -67,7 +70,7 @@ func (s *Store) Consume(ctx context.Context, durable, filterType string, handle 
 	return ctx.Err()
 }
 
-func (s *Store) drain(ctx context.Context, it jetstream.MessagesContext, handle func(Record) error) error {
+func (s *Store) drain(ctx context.Context, it jetstream.MessagesContext, o readOptions, handle func(Record) error) error {
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	for {
@@ -77,9 +80,18 @@ func (s *Store) drain(ctx context.Context, it jetstream.MessagesContext, handle 
 		}
 		rec, err := s.decodeStreamMsg(msg)
 		if err != nil {
-			// Unknown type or schema: stop loudly, like Subscribe. A saga
-			// that skipped an event would leave money out of step forever.
-			return errUndecodable{err}
+			var ie *IntegrityError
+			if !errors.As(err, &ie) {
+				return err // no metadata: the iterator is broken
+			}
+			// Quarantined: handed to OnViolation, or stop loudly, like
+			// Subscribe. A saga that skipped an event silently would leave
+			// money out of step forever.
+			if qErr := s.quarantine(o, err); qErr != nil {
+				return errUndecodable{qErr}
+			}
+			_ = msg.DoubleAck(ctx)
+			continue
 		}
 		if err := handle(rec); err != nil {
 			delay := time.Second

@@ -16,16 +16,24 @@
 //     projections (Subscribe, ReadAll), and durable at-least-once delivery
 //     for sagas (Consume: acknowledged only after the handler succeeds);
 //   - encoding: JSON payloads, event type and schema version in headers, a
-//     Registry that refuses unknown types loudly and upcasts old schemas.
+//     Registry that refuses unknown types loudly and upcasts old schemas;
+//   - authenticating events: with a Sealer (Keyring: HMAC-SHA256, one key
+//     signs, older ones verify) every append carries a tag and every read
+//     verifies it. An event that does not verify or decode is an
+//     *IntegrityError: Load refuses its aggregate, and readers either stop
+//     on it or, with OnViolation, go on past it without handling it; the
+//     store remembers what it saw (Violations).
 //
 // What it must not do: know anything about withdrawals, accounts, money or
 // chains (event types are opaque strings to it; payloads are opaque JSON);
 // decide anything on a caller's behalf (a conflict is reported, never
 // retried with a re-decided event); delete, purge or rewrite events; skip
-// an event it cannot decode.
+// an event it cannot decode or verify without telling the caller.
 //
 // Header layout of every stored event: Nats-Msg-Id (event id, a ULID),
 // Weir-Event-Type, Weir-Schema, Weir-Version (1..n within the aggregate) and
 // Weir-Prev-Seq (stream sequence of the aggregate's previous event), plus
-// Nats-Expected-Last-Subject-Sequence as sent.
+// Nats-Expected-Last-Subject-Sequence as sent, and with a Sealer
+// Weir-Key-Id and Weir-Tag (hex HMAC over subject, version, prev-seq, id,
+// type, schema and payload).
 package eventstore

@@ -18,10 +18,11 @@ import (
 // It uses an ordered consumer: no server-side state to clean up, gaps are
 // detected and the consumer is recreated from the last delivered sequence,
 // so handle sees every matching record once and in order. A record that
-// cannot be decoded (unknown type, unknown schema) stops the subscription
-// with an error rather than being skipped: a projection that silently
-// missed an event would be wrong forever.
-func (s *Store) Subscribe(ctx context.Context, fromSeq uint64, filterType string, handle func(Record) error) error {
+// does not verify or cannot be decoded (unknown type, unknown schema) is an
+// *IntegrityError: it stops the subscription rather than being skipped
+// silently, unless OnViolation says what to do with it.
+func (s *Store) Subscribe(ctx context.Context, fromSeq uint64, filterType string, handle func(Record) error, opts ...ReadOption) error {
+	o := readOpts(opts)
 	it, _, err := s.iterate(ctx, fromSeq, filterType)
 	if err != nil {
 		return err
@@ -37,7 +38,10 @@ func (s *Store) Subscribe(ctx context.Context, fromSeq uint64, filterType string
 		}
 		rec, err := s.decodeStreamMsg(msg)
 		if err != nil {
-			return err
+			if err := s.quarantine(o, err); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := handle(rec); err != nil {
 			return err
@@ -50,7 +54,9 @@ func (s *Store) Subscribe(ctx context.Context, fromSeq uint64, filterType string
 // now seen everything up to: the stream's last sequence at the call, or, on
 // an error, the sequence of the last record handled (fromSeq-1 if none). A
 // projection checkpoints lastSeq and resumes with lastSeq+1.
-func (s *Store) ReadAll(ctx context.Context, fromSeq uint64, filterType string, handle func(Record) error) (uint64, error) {
+// Quarantined records are treated as on Subscribe.
+func (s *Store) ReadAll(ctx context.Context, fromSeq uint64, filterType string, handle func(Record) error, opts ...ReadOption) (uint64, error) {
+	o := readOpts(opts)
 	if fromSeq == 0 {
 		fromSeq = 1
 	}
@@ -88,10 +94,12 @@ func (s *Store) ReadAll(ctx context.Context, fromSeq uint64, filterType string, 
 			return end, nil
 		}
 		rec, err := s.decodeStreamMsg(msg)
-		if err != nil {
-			return done, err
+		if err == nil {
+			err = handle(rec)
+		} else {
+			err = s.quarantine(o, err)
 		}
-		if err := handle(rec); err != nil {
+		if err != nil {
 			return done, err
 		}
 		done = seq
@@ -178,11 +186,18 @@ func (s *Store) decodeStreamMsg(msg jetstream.Msg) (Record, error) {
 	}
 	k, err := s.keyFromSubject(m.Subject)
 	if err != nil {
-		return Record{}, err
+		return Record{}, newIntegrityError(m, Key{}, err)
 	}
 	em, err := parseMeta(m, "")
 	if err != nil {
-		return Record{}, err
+		return Record{}, newIntegrityError(m, k, err)
 	}
-	return s.decode(k, m, em)
+	if err := s.verifyTag(m); err != nil {
+		return Record{}, newIntegrityError(m, k, err)
+	}
+	rec, err := s.decode(k, m, em)
+	if err != nil {
+		return Record{}, newIntegrityError(m, k, err)
+	}
+	return rec, nil
 }

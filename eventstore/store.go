@@ -51,6 +51,12 @@ type Config struct {
 	// land (yet) is re-sent with the same event ids before ErrOutcomeUnknown.
 	// Default 1; a negative value disables re-sending.
 	AmbiguousRetries int
+
+	// Sealer tags every appended event and verifies every event read
+	// (Load, Subscribe, ReadAll, Consume); an event that does not verify is
+	// an *IntegrityError. nil: events are written without a tag and read
+	// without a check.
+	Sealer Sealer
 }
 
 func (c *Config) withDefaults() {
@@ -117,6 +123,8 @@ type Store struct {
 	stream jetstream.Stream
 	cfg    Config
 	reg    *Registry
+
+	violations violationLog
 
 	// send publishes one prepared append (one message, or an atomic batch)
 	// and returns the server's ack. It is a field so that tests can lose
@@ -241,6 +249,10 @@ func adoptStream(ctx context.Context, js jetstream.JetStream, stream jetstream.S
 func (s *Store) Subject(k Key) string {
 	return s.cfg.SubjectPrefix + "." + k.Type + "." + k.ID
 }
+
+// Sealer is the Sealer the store was opened with (nil: none), for other
+// derived data that wants to be authenticated the same way.
+func (s *Store) Sealer() Sealer { return s.cfg.Sealer }
 
 // StreamName is the JetStream stream the store writes to.
 func (s *Store) StreamName() string { return s.cfg.Stream }
