@@ -94,13 +94,31 @@ type Projector struct {
 // New returns a stopped projector over store (opened with eventlog.NewRegistry()).
 func New(store *eventstore.Store, opts Options) *Projector {
 	opts.withDefaults()
-	return &Projector{
+	p := &Projector{
 		store: store,
 		opts:  opts,
 		log:   opts.Logger,
-		st:    newState(opts.CompactAccountsAfter, opts.Logger),
 		kick:  make(chan struct{}, 1),
 	}
+	p.st = p.newState()
+	return p
+}
+
+func (p *Projector) newState() *state {
+	st := newState(p.opts.CompactAccountsAfter, p.log)
+	st.onQuarantine = p.noteQuarantine
+	return st
+}
+
+// violation is the follower's eventstore.OnViolation: the event is
+// quarantined (never folded) and the log goes on being folded.
+func (p *Projector) violation(v *eventstore.IntegrityError) error {
+	p.mu.Lock()
+	_ = p.st.violation(v)
+	p.unsaved++
+	p.wakeLocked()
+	p.mu.Unlock()
+	return nil
 }
 
 // Start restores the last checkpoint (when the projector holds nothing yet)
@@ -266,7 +284,7 @@ func (p *Projector) follow(ctx context.Context) {
 	backoff := 50 * time.Millisecond
 	for {
 		from := p.Applied() + 1
-		err := p.store.Subscribe(ctx, from, "", p.handle)
+		err := p.store.Subscribe(ctx, from, "", p.handle, eventstore.OnViolation(p.violation))
 		if ctx.Err() != nil {
 			return
 		}
@@ -386,6 +404,10 @@ func (p *Projector) restore(ctx context.Context) error {
 		p.discard(fmt.Errorf("%w: %v", ErrCheckpointCorrupt, err))
 		return nil
 	}
+	st.onQuarantine = p.noteQuarantine
+	for _, q := range st.quarantinedList() {
+		p.noteQuarantine(q) // the store learns of quarantines folded before the checkpoint
+	}
 	p.mu.Lock()
 	p.st, p.savedApplied, p.unsaved = st, st.applied, 0
 	p.wakeLocked()
@@ -427,7 +449,12 @@ func (p *Projector) belongsToLog(ctx context.Context, doc checkpointDoc) error {
 			found, seen = r.EventID, true
 		}
 		return errStopRead
-	})
+	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
+		if v.Sequence == applied {
+			found, seen = v.EventID, true
+		}
+		return errStopRead
+	}))
 	if err != nil && !errors.Is(err, errStopRead) {
 		return err
 	}
@@ -448,11 +475,11 @@ func (p *Projector) Rebuild(ctx context.Context) error {
 	if wasRunning {
 		p.stopLoop()
 	}
-	fresh := newState(p.opts.CompactAccountsAfter, p.log)
+	fresh := p.newState()
 	end, err := p.store.ReadAll(ctx, 1, "", func(r eventstore.Record) error {
 		_, err := fresh.apply(r)
 		return err
-	})
+	}, eventstore.OnViolation(fresh.violation))
 	if err == nil && end > fresh.applied {
 		err = fmt.Errorf("projections: rebuild read to seq %d but folded only to %d", end, fresh.applied)
 	}

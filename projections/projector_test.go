@@ -352,36 +352,3 @@ func TestWaitForReleasedByStop(t *testing.T) {
 		t.Fatalf("WaitFor across Stop: %v", err)
 	}
 }
-
-// A record the projection cannot fold stops it — loudly, and for every
-// waiter — instead of being skipped: views that silently missed an event
-// would be wrong forever.
-func TestUndecodableEventStopsTheProjector(t *testing.T) {
-	w := newWorld(t)
-	ctx := testCtx(t)
-	var logs logRecorder
-	p := New(w.store, Options{Logger: logs.logger()})
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(context.Background())
-	good := w.request(wSmall, "acct-a", "1", minutes(0)) // rejected: no funds; three events
-	waitFor(t, p, good)
-	before := p.Snapshot()
-
-	// A registered type with a payload the domain refuses (unknown member).
-	bad := w.append(eventstore.Key{Type: eventlog.TypeWithdrawal, ID: wLarge}, eventstore.Position{},
-		[]eventstore.Event{{ID: eventstore.NewEventID(), Type: aggregate.EventRequested, Data: map[string]any{"surprise": 1}}})
-	err := p.WaitFor(ctx, bad)
-	var ae *ApplyError
-	if !errors.As(err, &ae) || ae.Sequence != bad {
-		t.Fatalf("WaitFor past an undecodable record: %v, want an ApplyError at seq %d", err, bad)
-	}
-	if !errors.Is(p.Err(), aggregate.ErrInvalidEvent) || !logs.has("level=ERROR") {
-		t.Fatalf("Err() = %v; log:\n%s", p.Err(), logs.String())
-	}
-	sameSnapshot(t, "views after the refused record", before, p.Snapshot())
-	if err := p.Rebuild(ctx); !errors.As(err, &ae) {
-		t.Fatalf("a rebuild meets the same record: %v", err)
-	}
-}

@@ -52,6 +52,10 @@ type state struct {
 	// withdrawals leave the queues (and memory); nothing can follow their
 	// last event, so the projection needs nothing else of them.
 	ended map[aggregate.State]uint64
+	// quarantined aggregates are left out of every view (see Quarantined).
+	quarantined map[eventstore.Key]Quarantined
+	// onQuarantine is told of each aggregate newly quarantined.
+	onQuarantine func(Quarantined)
 
 	compactAfter int // see Options.CompactAccountsAfter
 	log          *slog.Logger
@@ -77,6 +81,7 @@ func newState(compactAfter int, log *slog.Logger) *state {
 		byState:      map[aggregate.State]map[string]struct{}{},
 		accounts:     map[string]accountEntry{},
 		ended:        map[aggregate.State]uint64{},
+		quarantined:  map[eventstore.Key]Quarantined{},
 		compactAfter: compactAfter,
 		log:          log,
 	}
@@ -90,12 +95,23 @@ func (s *state) apply(rec eventstore.Record) (bool, error) {
 	if rec.Sequence <= s.applied {
 		return false, nil
 	}
+	if _, q := s.quarantined[rec.Key]; q {
+		// Nothing after a bad event of an aggregate can be folded onto it.
+		s.applied, s.lastEventID = rec.Sequence, rec.EventID
+		return true, nil
+	}
 	var err error
 	switch rec.Key.Type {
 	case eventlog.TypeWithdrawal:
 		err = s.applyWithdrawal(rec)
 	case eventlog.TypeAccount:
 		err = s.applyAccount(rec)
+	}
+	var undecodable errUndecodable
+	if errors.As(err, &undecodable) {
+		s.quarantine(Quarantined{Type: rec.Key.Type, ID: rec.Key.ID, Sequence: rec.Sequence,
+			EventID: rec.EventID, Event: rec.Type, Reason: undecodable.Error()})
+		return true, nil
 	}
 	if err != nil {
 		return false, &ApplyError{Sequence: rec.Sequence, Key: rec.Key, Type: rec.Type, Err: err}
@@ -121,7 +137,7 @@ func nextVersion(have uint64, rec eventstore.Record) (duplicate bool, err error)
 func (s *state) applyWithdrawal(rec eventstore.Record) error {
 	e, err := aggregate.DecodeWithdrawalEvent(rec.Type, rec.Payload)
 	if err != nil {
-		return err
+		return errUndecodable{err}
 	}
 	id := rec.Key.ID
 	o, open := s.withdrawals[id]
@@ -180,7 +196,7 @@ func (s *state) unindex(st aggregate.State, id string) {
 func (s *state) applyAccount(rec eventstore.Record) error {
 	e, err := aggregate.DecodeAccountEvent(rec.Type, rec.Payload)
 	if err != nil {
-		return err
+		return errUndecodable{err}
 	}
 	id := rec.Key.ID
 	ent := s.accounts[id]
@@ -236,6 +252,7 @@ type Snapshot struct {
 	Withdrawals []WithdrawalEntry          `json:"withdrawals"`
 	Accounts    []AccountEntry             `json:"accounts"`
 	Ended       map[aggregate.State]uint64 `json:"ended"`
+	Quarantined []Quarantined              `json:"quarantined,omitempty"`
 }
 
 // WithdrawalEntry is one open (non-terminal) withdrawal with what the
@@ -284,6 +301,9 @@ func (s *state) snapshot() Snapshot {
 		out.Accounts = append(out.Accounts, accountSnapshot(id, ent.a))
 	}
 	slices.SortFunc(out.Accounts, func(x, y AccountEntry) int { return cmp.Compare(x.ID, y.ID) })
+	if len(s.quarantined) > 0 {
+		out.Quarantined = s.quarantinedList()
+	}
 	return out
 }
 
@@ -330,6 +350,19 @@ func stateFromSnapshot(snap Snapshot, compactAfter int, log *slog.Logger) (*stat
 			return nil, err
 		}
 		s.accounts[e.ID] = accountEntry{a: a}
+	}
+	for _, q := range snap.Quarantined {
+		k := eventstore.Key{Type: q.Type, ID: q.ID}
+		if _, dup := s.quarantined[k]; dup || q.Sequence > snap.Applied {
+			return nil, fmt.Errorf("quarantine of %s/%s at seq %d repeated or after the snapshot", q.Type, q.ID, q.Sequence)
+		}
+		if _, open := s.withdrawals[q.ID]; open && q.Type == eventlog.TypeWithdrawal {
+			return nil, fmt.Errorf("withdrawal %s is both open and quarantined", q.ID)
+		}
+		if _, ok := s.accounts[q.ID]; ok && q.Type == eventlog.TypeAccount {
+			return nil, fmt.Errorf("account %s is both shown and quarantined", q.ID)
+		}
+		s.quarantined[k] = q
 	}
 	for st, n := range snap.Ended {
 		if !st.IsTerminal() {

@@ -1,6 +1,7 @@
 package eventstoretest
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -59,6 +60,17 @@ func (s *Server) Conn() *nats.Conn {
 	return nc
 }
 
+// Keyring is the event key every test store seals and verifies with (the
+// same for every store, so stores on one server read each other's events).
+// A test that forges events publishes without it.
+func Keyring() *eventstore.Keyring {
+	kr, err := eventstore.NewKeyring("test", map[string][]byte{"test": bytes.Repeat([]byte{7}, eventstore.MinKeyBytes)})
+	if err != nil {
+		panic(err)
+	}
+	return kr
+}
+
 // Store opens the event store with reg on a connection of its own (as a
 // separate process would), with the stream in memory when the server keeps
 // memory storage.
@@ -70,7 +82,7 @@ func (s *Server) Store(ctx context.Context, reg *eventstore.Registry) *eventstor
 // StoreOn opens the event store with reg on the connection nc.
 func (s *Server) StoreOn(ctx context.Context, nc *nats.Conn, reg *eventstore.Registry) *eventstore.Store {
 	s.t.Helper()
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory}, reg)
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory, Sealer: Keyring()}, reg)
 	if err != nil {
 		s.t.Fatalf("eventstoretest: open store: %v", err)
 	}
