@@ -104,9 +104,20 @@ const DefaultCheckpointBucket = "weir_projections"
 // One writer per name: two processes saving the same name may interleave
 // their parts, which Load then detects and refuses (costing a replay).
 // Give each process's projector its own Options.Name.
+//
+// With the store's Sealer (the event key), the head also carries a tag over
+// its fields, so a checkpoint rewritten by anyone without the key is
+// refused like a torn one: discarded, and the views rebuilt from the log.
+// The decompressed size is capped (MaxSize), so a small compressed part
+// cannot inflate into gigabytes at start-up.
 type KVCheckpoints struct {
 	kv       jetstream.KeyValue
 	partSize int
+	sealer   eventstore.Sealer
+	// MaxSize bounds a checkpoint's decompressed size; default
+	// DefaultMaxCheckpointBytes. A larger one is refused on Save and
+	// discarded on Load.
+	MaxSize int
 
 	mu    sync.Mutex
 	slots map[string]string // name → slot the head points to, as last seen
@@ -141,7 +152,7 @@ func NewKVCheckpoints(ctx context.Context, js jetstream.JetStream, store *events
 	if err != nil {
 		return nil, fmt.Errorf("projections: checkpoint bucket %s: %w", bucket, err)
 	}
-	return &KVCheckpoints{kv: kv, partSize: 256 << 10, slots: map[string]string{}}, nil
+	return &KVCheckpoints{kv: kv, partSize: 256 << 10, sealer: store.Sealer(), MaxSize: DefaultMaxCheckpointBytes, slots: map[string]string{}}, nil
 }
 
 type kvHead struct {
@@ -151,7 +162,19 @@ type kvHead struct {
 	Size     int    `json:"size"` // compressed bytes
 	SHA256   string `json:"sha256"`
 	Encoding string `json:"encoding"`
+	KeyID    string `json:"key_id,omitempty"`
+	Tag      string `json:"tag,omitempty"` // hex; see sealInput
 }
+
+// sealInput is what a head's tag covers: the name it is stored under and
+// every field that locates and checks the body (whose sha256 it holds).
+func (h kvHead) sealInput(name string) []byte {
+	return eventstore.SealInput("weir-checkpoint-v1", []byte(name), []byte(strconv.Itoa(h.Format)), []byte(h.Slot),
+		[]byte(strconv.Itoa(h.Parts)), []byte(strconv.Itoa(h.Size)), []byte(h.SHA256), []byte(h.Encoding))
+}
+
+// DefaultMaxCheckpointBytes is KVCheckpoints.MaxSize by default.
+const DefaultMaxCheckpointBytes = 128 << 20
 
 const (
 	kvHeadFormat = 1
@@ -174,6 +197,9 @@ func partKey(name, slot string, i int) string { return name + "." + slot + "." +
 func (c *KVCheckpoints) Save(ctx context.Context, name string, data []byte) error {
 	if err := checkKVName(name); err != nil {
 		return err
+	}
+	if len(data) > c.maxSize() {
+		return fmt.Errorf("projections: checkpoint %s is %d bytes, over the %d-byte cap", name, len(data), c.maxSize())
 	}
 	var zipped bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestSpeed)
@@ -213,7 +239,12 @@ func (c *KVCheckpoints) Save(ctx context.Context, name string, data []byte) erro
 		}
 	}
 	sum := sha256.Sum256(body)
-	head, _ := json.Marshal(kvHead{Format: kvHeadFormat, Slot: slot, Parts: parts, Size: len(body), SHA256: hex.EncodeToString(sum[:]), Encoding: kvEncoding})
+	h := kvHead{Format: kvHeadFormat, Slot: slot, Parts: parts, Size: len(body), SHA256: hex.EncodeToString(sum[:]), Encoding: kvEncoding}
+	if c.sealer != nil {
+		keyID, tag := c.sealer.Seal(h.sealInput(name))
+		h.KeyID, h.Tag = keyID, hex.EncodeToString(tag)
+	}
+	head, _ := json.Marshal(h)
 	if _, err := c.kv.Put(ctx, name, head); err != nil {
 		return fmt.Errorf("projections: checkpoint %s head: %w", name, err)
 	}
@@ -237,6 +268,15 @@ func (c *KVCheckpoints) head(ctx context.Context, name string) (kvHead, error) {
 		h.Parts < 0 || h.Parts > maxKVParts || h.Size < 0 {
 		return kvHead{}, fmt.Errorf("%w: %s head %+v", ErrCheckpointCorrupt, name, h)
 	}
+	if c.sealer != nil {
+		tag, err := hex.DecodeString(h.Tag)
+		if err == nil {
+			err = c.sealer.Verify(h.KeyID, tag, h.sealInput(name))
+		}
+		if err != nil {
+			return kvHead{}, fmt.Errorf("%w: %s head is not authentic (rewritten without the event key?): %v", ErrCheckpointCorrupt, name, err)
+		}
+	}
 	return h, nil
 }
 
@@ -252,7 +292,7 @@ func (c *KVCheckpoints) Load(ctx context.Context, name string) ([]byte, error) {
 	c.mu.Lock()
 	c.slots[name] = h.Slot
 	c.mu.Unlock()
-	body := make([]byte, 0, h.Size)
+	body := make([]byte, 0, min(h.Size, c.maxSize())) // Size is checked against the parts below
 	for i := range h.Parts {
 		e, err := c.kv.Get(ctx, partKey(name, h.Slot, i))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -271,9 +311,19 @@ func (c *KVCheckpoints) Load(ctx context.Context, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, name, err)
 	}
-	data, err := io.ReadAll(zr)
+	data, err := io.ReadAll(io.LimitReader(zr, int64(c.maxSize())+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, name, err)
 	}
+	if len(data) > c.maxSize() {
+		return nil, fmt.Errorf("%w: %s inflates past the %d-byte cap", ErrCheckpointCorrupt, name, c.maxSize())
+	}
 	return data, nil
+}
+
+func (c *KVCheckpoints) maxSize() int {
+	if c.MaxSize <= 0 {
+		return DefaultMaxCheckpointBytes
+	}
+	return c.MaxSize
 }

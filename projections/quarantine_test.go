@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -167,4 +168,96 @@ func TestUndecodablePayloadQuarantinesItsWithdrawal(t *testing.T) {
 	}
 	sameSnapshot(t, "rebuilt", p.Snapshot(), w.rebuilt().Snapshot())
 	_ = p.Stop(context.Background())
+}
+
+// forgedCheckpoints writes the bucket as a full-access identity would: the
+// same format, a consistent sha256, but no event key.
+func forgedCheckpoints(cp *KVCheckpoints) *KVCheckpoints {
+	return &KVCheckpoints{kv: cp.kv, partSize: cp.partSize, MaxSize: 1 << 40, slots: map[string]string{}}
+}
+
+// Rewriting the checkpoint (its sha256 has no key) used to make the
+// approval queue show 9 USDT to another address while the withdrawal is
+// 900 to the requested one. The head's tag refuses it: the views are
+// rebuilt from the log.
+func TestRewrittenCheckpointIsDiscardedAndRebuiltFromTheLog(t *testing.T) {
+	w := newWorld(t)
+	ctx := testCtx(t)
+	cp := w.checkpoints()
+	p := w.start(Options{Checkpoints: cp})
+	w.acct("acct-a", aggregate.Credit{Account: "acct-a", CreditID: "c1", Amount: usdt("5000"), At: minutes(0)})
+	waitFor(t, p, w.request(wLarge, "acct-a", "900", minutes(1)))
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := cp.Load(ctx, "views")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const elsewhere = "TNPeeaaFB7K9cmo4uQpcU32zGK8G1NYqeL"
+	doc, err := decodeCheckpoint(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range doc.Snapshot.Withdrawals {
+		doc.Snapshot.Withdrawals[i].Withdrawal.Amount = usdt("9")
+		doc.Snapshot.Withdrawals[i].Withdrawal.ToAddress = elsewhere
+	}
+	forged, err := encodeCheckpoint(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forgedCheckpoints(cp).Save(ctx, "views", forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Load(ctx, "views"); !errors.Is(err, ErrCheckpointCorrupt) {
+		t.Fatalf("load of the rewritten checkpoint: %v, want ErrCheckpointCorrupt", err)
+	}
+
+	var logs logRecorder
+	restarted := New(w.store, Options{Checkpoints: cp, Logger: logs.logger()})
+	if err := restarted.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Stop(context.Background())
+	if err := restarted.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q := restarted.PendingApprovals()
+	if len(q) != 1 || q[0].Amount.String() != "900" || q[0].ToAddress != toAddr {
+		t.Fatalf("approval queue after the rewrite: %+v, want 900 to %s", q, toAddr)
+	}
+	if !logs.has("discarding checkpoint") {
+		t.Fatalf("no warning about the discarded checkpoint:\n%s", logs.String())
+	}
+}
+
+// A 300 KB gzip bomb used to take start-up to 823 MB. Unauthenticated, it
+// is refused before it is inflated; authenticated (a key holder's bug), it
+// is inflated only up to the cap.
+func TestGzipBombCheckpointIsRefused(t *testing.T) {
+	w := newWorld(t)
+	ctx := testCtx(t)
+	cp := w.checkpoints()
+	bomb := bytes.Repeat([]byte{' '}, 4<<20) // gzips to a few KB
+	if err := forgedCheckpoints(cp).Save(ctx, "views", bomb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Load(ctx, "views"); !errors.Is(err, ErrCheckpointCorrupt) || !strings.Contains(err.Error(), "not authentic") {
+		t.Fatalf("unauthenticated bomb: %v, want refused as not authentic", err)
+	}
+	cp.MaxSize = 1 << 20
+	signed := &KVCheckpoints{kv: cp.kv, partSize: cp.partSize, sealer: cp.sealer, MaxSize: 1 << 40, slots: map[string]string{}}
+	if err := signed.Save(ctx, "views", bomb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Load(ctx, "views"); !errors.Is(err, ErrCheckpointCorrupt) || !strings.Contains(err.Error(), "cap") {
+		t.Fatalf("authenticated bomb over the cap: %v, want refused at the cap", err)
+	}
+	if err := cp.Save(ctx, "views", bomb); err == nil {
+		t.Fatal("a save over the cap was accepted")
+	}
+	// A projector meeting it replays from the log and works.
+	p := w.start(Options{Checkpoints: cp})
+	waitFor(t, p, w.acct("acct-a", aggregate.Credit{Account: "acct-a", CreditID: "c1", Amount: usdt("1"), At: minutes(0)}))
 }
