@@ -63,12 +63,27 @@ func NewLedger(repo *Repo, dailyLimit aggregate.Amount, now Clock, log *slog.Log
 // ignored) keeps one cursor, in stream order, for both.
 func (l *Ledger) Run(ctx context.Context) error {
 	return l.repo.store.Consume(ctx, LedgerConsumer, "", func(r eventstore.Record) error {
-		if err := l.handle(r); err != nil {
+		err := l.handle(r)
+		if quarantined(err) {
+			// An aggregate this step needs is quarantined: no retry can
+			// cure it, and nothing may be decided on it. The step is left
+			// undone (no reservation, settlement or release moves money),
+			// and health reports the violation.
+			l.log.Error("ledger: step skipped, an aggregate it needs is quarantined", "type", r.Key.Type, "id", r.Key.ID,
+				"event", r.Type, "seq", r.Sequence, "err", err)
+			return nil
+		}
+		if err != nil {
 			l.log.Warn("ledger: will retry", "type", r.Key.Type, "id", r.Key.ID, "event", r.Type, "version", r.AggregateVersion, "err", err)
 			return err
 		}
 		return nil
-	})
+	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
+		// Never folded into a balance or a decision; acknowledged so the
+		// rest of the log keeps moving.
+		l.log.Error("ledger: event quarantined, not handled", "seq", v.Sequence, "subject", v.Subject, "event", v.Type, "err", v.Err)
+		return nil
+	}))
 }
 
 // ErrStaleRead means a load answered with an aggregate older than the event
@@ -129,7 +144,7 @@ func (l *Ledger) handleAccount(ctx context.Context, r eventstore.Record) error {
 	}
 	e, err := aggregate.DecodeAccountEvent(r.Type, r.Payload)
 	if err != nil {
-		return err
+		return integrityViolation(r.Key.Type, r.Key.ID, err)
 	}
 	res, ok := e.(aggregate.AccountReserved)
 	if !ok {

@@ -104,12 +104,17 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 		read = r.readLatest
 	}
 	recs, pos, err := read(ctx, eventstore.Key{Type: k.typ, ID: id})
+	if errors.Is(err, eventstore.ErrIntegrity) {
+		return zero, pos, integrityViolation(k.typ, id, err)
+	}
 	if err != nil {
 		return zero, pos, unavailable(fmt.Errorf("load %s %s: %w", k.typ, id, err))
 	}
 	events, err := k.decode(recs)
 	if err != nil {
-		return zero, pos, err
+		// Verified (or unsealed) but refused by the domain: no state can be
+		// folded from it, so nothing may be decided on it either.
+		return zero, pos, integrityViolation(k.typ, id, err)
 	}
 	if len(events) != len(recs) {
 		return zero, pos, fmt.Errorf("load %s %s: %d records decoded to %d events", k.typ, id, len(recs), len(events))
@@ -214,6 +219,9 @@ func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal,
 // and for audit).
 func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.Record, error) {
 	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id})
+	if errors.Is(err, eventstore.ErrIntegrity) {
+		return nil, integrityViolation(eventlog.TypeWithdrawal, id, err)
+	}
 	return recs, unavailable(err)
 }
 

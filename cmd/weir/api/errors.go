@@ -67,6 +67,7 @@ var StatusTable = map[string]int{
 	aggregate.CodeFundsNotReserved:      http.StatusConflict,
 	aggregate.CodeClaimHeld:             http.StatusConflict,
 	aggregate.CodeNoReservation:         http.StatusConflict,
+	sagas.CodeIntegrityViolation:        http.StatusConflict, // the aggregate's log failed verification
 
 	// ours, not the caller's
 	CodeInternal:    http.StatusInternalServerError, // 500
