@@ -35,6 +35,7 @@ type Credit struct {
 	CreditID string
 	Amount   Amount
 	At       time.Time
+	By       string // the principal who made it (recorded, not part of the idempotency key)
 }
 
 // InternalCreditPrefix starts the credit id of every internal transfer's
@@ -104,6 +105,7 @@ type AccountCredited struct {
 	WithdrawalID string    `json:"withdrawal_id,omitempty"`
 	Amount       Amount    `json:"amount"`
 	At           time.Time `json:"at"`
+	By           string    `json:"by,omitempty"` // the principal who made an operator credit; empty on internal transfers and older events
 }
 
 // creditKey is where a credit is kept: operator credits by their id,
@@ -330,7 +332,7 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 			}
 			return nil, newError(CodeIdempotencyConflict, "credit_id", "credit %s was already recorded with amount %s", c.CreditID, prev)
 		}
-		return AccountCredited{Account: c.Account, CreditID: c.CreditID, Amount: amount, At: at}, nil
+		return AccountCredited{Account: c.Account, CreditID: c.CreditID, Amount: amount, At: at, By: c.By}, nil
 
 	case CreditInternal:
 		if err := checkAccountID(a, c.Account); err != nil {

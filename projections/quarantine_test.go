@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
 // rawPublish is what a full-access NATS identity (a leaked admin
@@ -32,20 +31,9 @@ func (w *world) rawPublish(m *nats.Msg) uint64 {
 // writes — expected sequence, back pointer, version, id, type, schema — and
 // a tag the forger had to make up.
 func (w *world) forgedCredit(account string, at eventstore.Position, amount, tag string) *nats.Msg {
-	m := nats.NewMsg(w.store.Subject(eventstore.Key{Type: eventlog.TypeAccount, ID: account}))
-	m.Data = []byte(`{"account":"` + account + `","credit_id":"forged","amount":"` + amount + `","at":"2025-03-01T12:00:00Z"}`)
-	seq := strconv.FormatUint(at.Sequence, 10)
-	m.Header.Set(eventstore.HeaderEventID, eventstore.NewEventID())
-	m.Header.Set(eventstore.HeaderEventType, aggregate.EventAccountCredited)
-	m.Header.Set(eventstore.HeaderSchema, strconv.Itoa(aggregate.EventSchemaVersion))
-	m.Header.Set(eventstore.HeaderVersion, strconv.FormatUint(at.Version+1, 10))
-	m.Header.Set(eventstore.HeaderPrevSeq, seq)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, seq)
-	if tag != "" {
-		m.Header.Set(eventstore.HeaderKeyID, "test")
-		m.Header.Set(eventstore.HeaderTag, tag)
-	}
-	return m
+	data := []byte(`{"account":"` + account + `","credit_id":"forged","amount":"` + amount + `","at":"2025-03-01T12:00:00Z"}`)
+	subj := w.store.Subject(eventstore.Key{Type: eventlog.TypeAccount, ID: account})
+	return eventstoretest.WithTag(eventstoretest.Forged(subj, at, aggregate.EventAccountCredited, aggregate.EventSchemaVersion, data), tag)
 }
 
 // A 7-byte publish with an unknown type used to stop the projector for

@@ -256,6 +256,7 @@ type CreditInput struct {
 	Account  string          `json:"account"`
 	CreditID string          `json:"credit_id"`
 	Amount   json.RawMessage `json:"amount"`
+	By       string          `json:"-"` // the authenticated principal, recorded on the credit
 }
 
 // Credit adds money to an account, idempotent by credit id.
@@ -274,7 +275,7 @@ func (in *Intake) Credit(ctx context.Context, c CreditInput) (aggregate.AccountV
 		return aggregate.AccountView{}, false, err
 	}
 	a, events, err := in.repo.UpdateAccount(ctx, c.Account, aggregate.Credit{
-		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(),
+		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(), By: c.By,
 	})
 	if err != nil {
 		return aggregate.AccountView{}, false, err

@@ -57,7 +57,7 @@ func waitForEvent(t *testing.T, store *eventstore.Store, id, typ string) {
 			return found
 		}
 		return nil
-	})
+	}, eventstore.OnViolation(func(*eventstore.IntegrityError) error { return nil })) // forged events are some tests' point
 	if err != found {
 		t.Fatalf("waiting for %s on %s: %v", typ, id, err)
 	}

@@ -281,7 +281,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")
 
 	if devMode {
-		if _, _, err := e.intake.Credit(ctx, sagas.CreditInput{Account: devFundingAccount, CreditID: "dev-funding", Amount: []byte(`"` + devFundingAmount + `"`)}); err != nil {
+		if _, _, err := e.intake.Credit(ctx, sagas.CreditInput{Account: devFundingAccount, CreditID: "dev-funding", Amount: []byte(`"` + devFundingAmount + `"`), By: "weir-serve"}); err != nil {
 			return nil, fmt.Errorf("funding dev account: %w", err)
 		}
 		if e.sim != nil {

@@ -168,7 +168,7 @@ func (o *ops) credit(ctx context.Context, p Principal, pathAccount string, body 
 	case in.Account != nil:
 		account = *in.Account
 	}
-	v, replayed, err := o.intake.Credit(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount})
+	v, replayed, err := o.intake.Credit(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount, By: p.Name})
 	if err != nil {
 		return result{}, err
 	}
