@@ -15,6 +15,10 @@ type Server struct {
 	*eventstore.Embedded
 	t      testing.TB
 	memory bool
+	// Sealer is what stores opened from now on seal and verify events
+	// with: Keyring() by default; nil opens them without event
+	// authentication (weir run without an event key).
+	Sealer eventstore.Sealer
 }
 
 // Option changes how Start runs the server.
@@ -46,7 +50,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		t.Fatalf("eventstoretest: start embedded nats-server: %v", err)
 	}
 	t.Cleanup(emb.Shutdown)
-	return &Server{Embedded: emb, t: t, memory: cfg.Memory}
+	return &Server{Embedded: emb, t: t, memory: cfg.Memory, Sealer: Keyring()}
 }
 
 // Conn returns a new in-process connection, closed when the test ends.
@@ -82,7 +86,7 @@ func (s *Server) Store(ctx context.Context, reg *eventstore.Registry) *eventstor
 // StoreOn opens the event store with reg on the connection nc.
 func (s *Server) StoreOn(ctx context.Context, nc *nats.Conn, reg *eventstore.Registry) *eventstore.Store {
 	s.t.Helper()
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory, Sealer: Keyring()}, reg)
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory, Sealer: s.Sealer}, reg)
 	if err != nil {
 		s.t.Fatalf("eventstoretest: open store: %v", err)
 	}

@@ -89,7 +89,15 @@ type history struct {
 
 func newHistory(t *testing.T) *history {
 	t.Helper()
+	return newHistoryWith(t, eventstoretest.Keyring())
+}
+
+// newHistoryWith is newHistory with the stores sealing with sealer (nil:
+// a weir without an event key, whose log anyone could have written).
+func newHistoryWith(t *testing.T, sealer eventstore.Sealer) *history {
+	t.Helper()
 	srv := eventstoretest.Start(t)
+	srv.Sealer = sealer
 	nc := srv.Conn()
 	store := srv.StoreOn(t.Context(), nc, eventlog.NewRegistry())
 	repo := sagas.NewRepo(store)

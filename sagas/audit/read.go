@@ -92,7 +92,15 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 		}
 		prog.Set(int(r.Sequence))
 		return nil
-	})
+	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
+		// Quarantined by the store (tag, headers, type, schema): a finding
+		// named by its stream sequence, never folded into any replay.
+		c.events++
+		fault(v.Key, Finding{Severity: Violation, Check: "integrity", Sequence: v.Sequence, Event: v.Type,
+			What: "quarantined, not replayed: " + v.Err.Error()})
+		prog.Set(int(v.Sequence))
+		return nil
+	}))
 	prog.Done()
 	if err != nil {
 		return nil, fmt.Errorf("audit: reading the event log: %w", err)
