@@ -53,7 +53,9 @@ func TestAuditOfOneWithdrawalRunsTheCrossStreamChecks(t *testing.T) {
 // its stream sequence, under `audit --all` and `audit ID` alike; the rest
 // of the log is still audited.
 func TestAuditNamesABrokenBackPointerAndGoesOn(t *testing.T) {
-	h := newHistoryWith(t, nil) // with the event key, the tag check catches it first (TestAuditNamesAQuarantinedEvent…)
+	// Without the event key: with it, the tag check catches the forgery
+	// first (TestAuditNamesAQuarantinedEventByItsSequence).
+	h := newHistoryWith(t, nil)
 	id := h.request("10") // v1 requested, v2 funds_reserved
 	clean := h.request("11")
 	k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
