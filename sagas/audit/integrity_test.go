@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
-	"github.com/weir-payouts/weir/projections"
 )
 
 // TestAuditNamesAQuarantinedEventByItsSequence: with the event key, events
@@ -41,9 +41,9 @@ func TestAuditNamesAQuarantinedEventByItsSequence(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	credit := forge(eventstore.Key{Type: projections.TypeAccount, ID: "mallory"}, aggregate.EventAccountCredited,
+	credit := forge(eventstore.Key{Type: eventlog.TypeAccount, ID: "mallory"}, aggregate.EventAccountCredited,
 		aggregate.AccountCredited{Account: "mallory", CreditID: "forged", Amount: aggregate.MustParseAmount(aggregate.USDT, "5000000"), At: h.at()})
-	confirmed := forge(eventstore.Key{Type: projections.TypeWithdrawal, ID: id}, aggregate.EventConfirmed,
+	confirmed := forge(eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}, aggregate.EventConfirmed,
 		aggregate.Confirmed{TxID: strings.Repeat("ab", 32), BlockNumber: 100, Receipt: "SUCCESS", At: h.at()})
 
 	all := h.all(false)
