@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,6 +117,12 @@ func TestIdleConnectionFloodDoesNotBreakWrites(t *testing.T) {
 	}
 	if code, _, h := c.do("GET", "/healthz", "", ""); code != 200 {
 		t.Fatalf("healthz during the flood: %d %v", code, h)
+	}
+	metrics := c.text("/metrics")
+	for _, m := range []string{"weir_http_connections_open ", "weir_http_connections_refused_total " + fmt.Sprint(refused), "weir_http_connections_evicted_total "} {
+		if !strings.Contains(metrics, m) {
+			t.Fatalf("/metrics lacks %q", m)
+		}
 	}
 
 	for _, conn := range flood {

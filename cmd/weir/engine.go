@@ -262,6 +262,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	}
 	ln := api.NewLimitListener(tcpLn, httpConnCap(cfg.MaxConns, log), cfg.MaxConnsPerAddr, log)
 	e.httpLimit = ln
+	metrics.Registry.MustRegister(ln.Collectors()...)
 	e.httpAddr = ln.Addr().String()
 	e.httpSrv = api.NewHTTPServer(httpHandler, log)
 	e.httpSrv.ConnState = ln.ConnState

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/weir-payouts/weir/aggregate"
@@ -242,6 +243,26 @@ func (l *LimitListener) ConnState(c net.Conn, s http.ConnState) {
 	lc.idle = s == http.StateIdle || s == http.StateNew
 	lc.idleSince = time.Now()
 	l.mu.Unlock()
+}
+
+// Collectors are the listener's Prometheus metrics: connections open,
+// refused at accept and evicted while idle (register them on
+// Metrics.Registry).
+func (l *LimitListener) Collectors() []prometheus.Collector {
+	stat := func(i int) func() float64 {
+		return func() float64 {
+			open, refused, evicted := l.Stats()
+			return float64([]int{open, refused, evicted}[i])
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_http_connections_open",
+			Help: "HTTP connections open now."}, stat(0)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_http_connections_refused_total",
+			Help: "HTTP connections closed at accept: over the per-address cap, or at the total cap with none idle."}, stat(1)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_http_connections_evicted_total",
+			Help: "Idle HTTP connections closed to make room at the total cap."}, stat(2)),
+	}
 }
 
 // Stats reports the connections open now, refused at accept and evicted
