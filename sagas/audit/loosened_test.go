@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
+	"github.com/weir-payouts/weir/eventstore"
 )
 
 // Finding (issue 11): a policy loosened after a request was applied to the
@@ -37,4 +39,46 @@ func TestAuditNamesALoosenedPolicyAppliedToAQueuedWithdrawal(t *testing.T) {
 	rep := h.all(false)
 	wantViolation(t, rep, id, approvedAt, "required 2 when the withdrawal was requested")
 	wantViolation(t, rep, id, builtAt, "required 2 when the withdrawal was requested")
+}
+
+// A policy change by quorum passes the audit when its proposal and
+// approvals bear it out, and is a violation when the only approver besides
+// the proposer is the proposer again (what one operator alone could forge).
+func TestAuditJudgesPolicyChangesByQuorum(t *testing.T) {
+	h := newHistory(t)
+	h.intake.SetPolicyQuorum(2)
+	strict, err := aggregate.NewPolicy("two for all", []aggregate.Rule{{Name: "two", Threshold: aggregate.Amount{}, Approvers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := h.intake.ProposePolicy(t.Context(), strict, "olivia")
+	if err != nil || ch.Proposal == nil {
+		t.Fatal(ch, err)
+	}
+	if _, err := h.intake.ApprovePolicy(t.Context(), ch.Proposal.Policy.Version, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := h.all(true); rep.Policy.Version != 1 {
+		t.Fatalf("policy %+v", rep.Policy)
+	}
+
+	loose, err := aggregate.NewPolicy("one for all", []aggregate.Rule{{Name: "one", Threshold: aggregate.Amount{}, Approvers: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err = h.intake.ProposePolicy(t.Context(), loose, "olivia")
+	if err != nil || ch.Proposal == nil {
+		t.Fatal(ch, err)
+	}
+	k := eventstore.Key{Type: eventlog.TypePolicy, ID: eventlog.PolicyStreamID}
+	_, pos, err := h.store.Load(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := aggregate.PolicyChanged{Version: 2, Name: loose.Name, Rules: loose.Rules, By: "olivia", ApprovedBy: []string{"olivia"}, Quorum: 2, At: h.at()}
+	pos, err = h.store.Append(t.Context(), k, pos, eventstore.Event{Type: forged.EventType(), Data: forged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinding(t, h.all(false), "policy", pos.Sequence, "olivia approved it twice")
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,40 +31,92 @@ type policyHistory struct {
 }
 
 // buildPolicyHistory folds the policy stream (records in stream order),
-// reporting a gap, an undecodable event, a skipped version or an invalid
-// policy; each valid-looking version still enters the history so that the
-// withdrawals can be judged against what was stored.
+// reporting a gap, an undecodable event, a version that does not move
+// forward or skips one never proposed, an invalid policy, and a change by
+// quorum that its proposal and approvals do not bear out; each
+// valid-looking version still enters the history so that the withdrawals
+// can be judged against what was stored.
 func buildPolicyHistory(recs []eventstore.Record, report func(Finding)) policyHistory {
 	h := policyHistory{versions: []policyVersion{{Policy: aggregate.DefaultPolicy()}}}
 	var s aggregate.PolicyState
 	for i, r := range recs {
 		f := Finding{Severity: Violation, Check: "policy", Version: r.AggregateVersion, Sequence: r.Sequence, Event: r.Type}
-		if r.AggregateVersion != uint64(i+1) {
-			f.What = fmt.Sprintf("policy stream: event %d has version %d", i+1, r.AggregateVersion)
+		bad := func(format string, args ...any) {
+			f.What = "policy stream: " + fmt.Sprintf(format, args...)
 			report(f)
+		}
+		if r.AggregateVersion != uint64(i+1) {
+			bad("event %d has version %d", i+1, r.AggregateVersion)
 		}
 		e, err := aggregate.DecodePolicyEvent(r.Type, r.Payload)
 		if err != nil {
-			f.What = fmt.Sprintf("policy stream: event %d (%s): %v", r.AggregateVersion, r.Type, err)
-			report(f)
+			bad("event %d (%s): %v", r.AggregateVersion, r.Type, err)
 			continue
 		}
+		switch ev := e.(type) {
+		case aggregate.PolicyProposed:
+			if ev.Version != max(s.Policy.Version, s.LastVersion)+1 {
+				bad("proposal v%d follows version %d", ev.Version, max(s.Policy.Version, s.LastVersion))
+			}
+		case aggregate.PolicyProposalApproved:
+			switch {
+			case s.Pending == nil || s.Pending.Policy.Version != ev.Version:
+				bad("%s approves v%d, which is not the open proposal", ev.By, ev.Version)
+			case ev.By == s.Pending.ProposedBy || s.Pending.HasApproved(ev.By):
+				bad("%s approves v%d a second time (the proposer counts as one)", ev.By, ev.Version)
+			}
+		case aggregate.PolicyChanged:
+			switch {
+			case ev.Version <= s.Policy.Version:
+				bad("version %d follows version %d", ev.Version, s.Policy.Version)
+			case ev.Version != s.Policy.Version+1 && ev.Version > s.LastVersion:
+				bad("version %d follows version %d, skipping versions never proposed", ev.Version, s.Policy.Version)
+			}
+			if ev.Quorum > 1 || len(ev.ApprovedBy) > 0 {
+				checkQuorum(ev, s.Pending, bad)
+			}
+		}
+		s = aggregate.EvolvePolicy(s, e)
 		ch, ok := e.(aggregate.PolicyChanged)
 		if !ok {
 			continue
 		}
-		if ch.Version != s.Policy.Version+1 {
-			f.What = fmt.Sprintf("policy stream: version %d follows version %d", ch.Version, s.Policy.Version)
-			report(f)
-		}
-		s = aggregate.EvolvePolicy(s, ch)
 		if err := s.Policy.Validate(); err != nil {
-			f.What = fmt.Sprintf("policy stream: version %d is not a valid policy: %v", ch.Version, err)
-			report(f)
+			bad("version %d is not a valid policy: %v", ch.Version, err)
 		}
 		h.versions = append(h.versions, policyVersion{Policy: s.Policy, Sequence: r.Sequence, At: ch.At, By: ch.By})
 	}
 	return h
+}
+
+// checkQuorum judges a change that came into force by quorum against the
+// open proposal it completes: same version, rules and proposer; approvers
+// distinct and never the proposer; enough of them for the larger of the
+// quorum it names and the one it was proposed under.
+func checkQuorum(ch aggregate.PolicyChanged, open *aggregate.PolicyProposal, bad func(string, ...any)) {
+	if open == nil || open.Policy.Version != ch.Version {
+		bad("version %d came into force by quorum without being the open proposal", ch.Version)
+		return
+	}
+	if open.ProposedBy != ch.By || !open.Policy.SameRules(aggregate.Policy{Name: ch.Name, Rules: ch.Rules}) {
+		bad("version %d in force is not what %s proposed", ch.Version, open.ProposedBy)
+	}
+	prior := make([]string, 0, len(open.Approvals))
+	for _, a := range open.Approvals[1:] {
+		prior = append(prior, a.By)
+	}
+	n := len(open.Approvals)
+	switch last := len(ch.ApprovedBy) - 1; {
+	case last < 0 || !slices.Equal(ch.ApprovedBy[:last], prior):
+		bad("version %d names approvers %v; the proposal recorded %v before the last", ch.Version, ch.ApprovedBy, prior)
+	case open.HasApproved(ch.ApprovedBy[last]):
+		bad("version %d: %s approved it twice (the proposer counts as one)", ch.Version, ch.ApprovedBy[last])
+	default:
+		n++
+	}
+	if need := max(ch.Quorum, open.Quorum); n < need {
+		bad("version %d came into force with %d distinct operators; its quorum is %d", ch.Version, n, need)
+	}
 }
 
 // inForceAt is the policy in force for an event at stream sequence seq: the
