@@ -58,6 +58,12 @@ const (
 	// FaultLookupTimeout: Lookup, SolidLookup, SolidBlockByNum or
 	// SolidTxInfosByBlockNum times out.
 	FaultLookupTimeout Fault = "lookup_timeout"
+	// FaultLookupNonAnswer: the same calls get an answer that is not an
+	// answer — a gateway's HTTP 200 {"statusCode":429,...} in front of the
+	// node — which a client must report as ErrBadResponse, never as
+	// "unknown". In process the call returns that error; the tronhttp
+	// façade sends the gateway's body.
+	FaultLookupNonAnswer Fault = "lookup_non_answer"
 
 	// FaultHeadTimeout: Head, SolidHead or RefBlock times out.
 	FaultHeadTimeout Fault = "head_timeout"
@@ -78,6 +84,7 @@ var faultChannels = map[Fault]Channel{
 	FaultRevert:                ChannelBroadcast,
 	FaultOutOfEnergy:           ChannelBroadcast,
 	FaultLookupTimeout:         ChannelLookup,
+	FaultLookupNonAnswer:       ChannelLookup,
 	FaultHeadTimeout:           ChannelHead,
 }
 
@@ -87,7 +94,7 @@ var faultOrder = []Fault{
 	FaultTimeoutBeforeAccept, FaultAcceptThenTimeout, FaultBusy, FaultUnknownCode,
 	FaultFalseExpired, FaultDupNotAccepted, FaultConnectionAfterAccept,
 	FaultDropAfterAccept, FaultRevert, FaultOutOfEnergy,
-	FaultLookupTimeout, FaultHeadTimeout,
+	FaultLookupTimeout, FaultHeadTimeout, FaultLookupNonAnswer,
 }
 
 // Channel returns the channel f is injected into ("" for FaultNone or an

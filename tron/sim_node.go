@@ -203,8 +203,8 @@ func (s *SimNode) lookup(ctx context.Context, txid [32]byte, solid bool) (TxStat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nextFault(ChannelLookup) == FaultLookupTimeout {
-		return TxStatus{}, simTimeout("lookup " + HexID(txid))
+	if err := s.lookupFault("lookup " + HexID(txid)); err != nil {
+		return TxStatus{}, err
 	}
 	return s.status(txid, solid), nil
 }
@@ -253,8 +253,8 @@ func (s *SimNode) SolidBlockByNum(ctx context.Context, num int64) (Block, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nextFault(ChannelLookup) == FaultLookupTimeout {
-		return Block{}, simTimeout(fmt.Sprintf("solid block %d", num))
+	if err := s.lookupFault(fmt.Sprintf("solid block %d", num)); err != nil {
+		return Block{}, err
 	}
 	if err := s.solidCheck(num); err != nil {
 		return Block{}, err
@@ -270,8 +270,8 @@ func (s *SimNode) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxIn
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nextFault(ChannelLookup) == FaultLookupTimeout {
-		return nil, simTimeout(fmt.Sprintf("tx infos of block %d", num))
+	if err := s.lookupFault(fmt.Sprintf("tx infos of block %d", num)); err != nil {
+		return nil, err
 	}
 	if err := s.solidCheck(num); err != nil {
 		return nil, err
@@ -306,3 +306,17 @@ func (s *SimNode) block(num int64) Block {
 	}
 	return b
 }
+
+// lookupFault draws the next lookup-channel fault for call. Caller holds s.mu.
+func (s *SimNode) lookupFault(call string) error {
+	switch s.nextFault(ChannelLookup) {
+	case FaultLookupTimeout:
+		return simTimeout(call)
+	case FaultLookupNonAnswer:
+		return fmt.Errorf("tron sim: %s: a gateway answered %s: %w", call, SimNonAnswer, ErrBadResponse)
+	}
+	return nil
+}
+
+// SimNonAnswer is the body FaultLookupNonAnswer stands for (HTTP 200).
+const SimNonAnswer = `{"statusCode":429,"message":"Too Many Requests"}`

@@ -3,6 +3,7 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/weir-payouts/weir/tron"
@@ -16,6 +17,31 @@ type Route func(seq int, m tron.NodeMethod) int
 // RoundRobin sends call seq to backend (seq-1) mod n.
 func RoundRobin(n int) Route {
 	return func(seq int, _ tron.NodeMethod) int { return (seq - 1) % n }
+}
+
+// Seeded sends each call to backend i with probability weights[i] (weights
+// need not sum to 1), drawing from a generator seeded with seed: the same
+// seed and call order give the same routes. The chaos tests' "sometimes a
+// lagging backend answers".
+func Seeded(seed uint64, weights ...float64) Route {
+	var total float64
+	for _, w := range weights {
+		total += w
+	}
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, 0x62616c616e636572)) // "balancer"
+	return func(int, tron.NodeMethod) int {
+		mu.Lock()
+		r := rng.Float64() * total
+		mu.Unlock()
+		for i, w := range weights {
+			if r < w {
+				return i
+			}
+			r -= w
+		}
+		return len(weights) - 1
+	}
 }
 
 // ByMethod sends each method to the backend the map names, the others to

@@ -77,3 +77,26 @@ func TestBalancedRoutesEachCallAsTheRouteSays(t *testing.T) {
 		t.Fatalf("round robin went %v", backends)
 	}
 }
+
+func TestSeededRouteIsReproducibleAndFollowsItsWeights(t *testing.T) {
+	trace := func(seed uint64) []int {
+		route := nodetest.Seeded(seed, 0.8, 0.2)
+		out := make([]int, 1000)
+		for i := range out {
+			out[i] = route(i+1, tron.NodeSolidLookup)
+		}
+		return out
+	}
+	a, b, c := trace(7), trace(7), trace(8)
+	lagging, differs := 0, false
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("seed 7 routed call %d to %d then %d", i+1, a[i], b[i])
+		}
+		lagging += a[i]
+		differs = differs || a[i] != c[i]
+	}
+	if lagging < 150 || lagging > 250 || !differs {
+		t.Fatalf("%d of 1000 calls to the 0.2 backend; another seed differs: %v", lagging, differs)
+	}
+}

@@ -43,6 +43,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"BroadcastLogNamesTheWorker", testWorkerLog},
 		{"SolidBlockListsItsTransactionsAndReceipts", testSolidBlock},
 		{"BlockNotYetSolidIsErrBlockNotSolidNeverAnEmptyBlock", testBlockNotSolid},
+		{"GatewayNonAnswerIsErrBadResponseNeverUnknown", testNonAnswer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -614,5 +615,30 @@ func testBlockNotSolid(t *testing.T, newHarness Factory) {
 	f.h.Sim.Advance(tron.DefaultSolidityLag)
 	if b, err := f.h.Node.SolidBlockByNum(f.ctx, head.Number); err != nil || len(b.TxIDs) != 1 || b.TxIDs[0] != tx.TxID() {
 		t.Fatalf("once solid: %+v, %v", b, err)
+	}
+}
+
+func testNonAnswer(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{})
+	var txid [32]byte
+	solid := f.h.Sim.CurrentSolidHead().Number
+	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer)
+	if st, err := f.h.Node.Lookup(f.ctx, txid); !errors.Is(err, tron.ErrBadResponse) {
+		t.Fatalf("lookup: %v, %v; want ErrBadResponse", st, err)
+	}
+	if st, err := f.h.Node.SolidLookup(f.ctx, txid); !errors.Is(err, tron.ErrBadResponse) {
+		t.Fatalf("solid lookup: %v, %v; want ErrBadResponse", st, err)
+	}
+	if b, err := f.h.Node.SolidBlockByNum(f.ctx, solid); !errors.Is(err, tron.ErrBadResponse) {
+		t.Fatalf("solid block: %+v, %v; want ErrBadResponse", b, err)
+	}
+	if infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, solid); !errors.Is(err, tron.ErrBadResponse) {
+		t.Fatalf("solid tx infos: %+v, %v; want ErrBadResponse", infos, err)
+	}
+	if st := f.solidLookup(txid); st.State != tron.TxUnknown {
+		t.Fatalf("after the script: %v", st)
+	}
+	if got := f.h.Sim.FaultCounts()[tron.FaultLookupNonAnswer]; got != 4 {
+		t.Fatalf("%d non-answers injected, want 4", got)
 	}
 }

@@ -76,8 +76,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeNodeError answers a failed simulated call: 504 for a timeout (the
-// client maps it to tron.ErrTimeout), 500 otherwise.
+// client maps it to tron.ErrTimeout), a gateway's HTTP 200 non-answer for
+// FaultLookupNonAnswer, 500 otherwise.
 func writeNodeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, tron.ErrBadResponse) { // FaultLookupNonAnswer: a gateway's 200 non-answer
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, tron.SimNonAnswer)
+		return
+	}
 	status := http.StatusInternalServerError
 	if errors.Is(err, tron.ErrTimeout) {
 		status = http.StatusGatewayTimeout
