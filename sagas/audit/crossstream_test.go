@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
@@ -80,5 +81,27 @@ func TestAuditNamesABrokenBackPointerAndGoesOn(t *testing.T) {
 	wantFinding(t, one, "stream", seq, "back-pointer")
 	if one.Withdrawal.State != aggregate.StateRejected {
 		t.Fatalf("the stream was not replayed past the bad pointer: %s", one.Withdrawal.State)
+	}
+}
+
+// TestAuditJudgesLeasesOnServerTime: a worker whose clock runs two minutes
+// fast claims with a lease that, by its own clock, runs long; the server
+// recorded the claim now, so the lease ended 30 s of server time later and
+// another worker's takeover a minute on was legal — the decider allowed
+// it, and the audit, judging on the record time, agrees.
+func TestAuditJudgesLeasesOnServerTime(t *testing.T) {
+	h := newHistory(t)
+	id := h.ready("10")
+	fast := time.Now().UTC().Add(2 * time.Minute)
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.ClaimWithdrawal{Worker: "fast-clock", LeaseUntil: fast.Add(30 * time.Second), At: fast}
+	})
+	later := time.Now().UTC().Add(time.Minute)
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.ClaimWithdrawal{Worker: "honest", LeaseUntil: later.Add(30 * time.Second), At: later}
+	})
+	rep := h.one(id, true)
+	if w := rep.Withdrawal; w.Version != 6 {
+		t.Fatalf("both claims should be in the log: version %d", w.Version)
 	}
 }

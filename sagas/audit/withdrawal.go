@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
@@ -117,17 +118,21 @@ func (a *auditor) auditWithdrawal(id string, recs []eventstore.Record) *Replay {
 
 	// The deciders' own rules, on the whole stream at once: the first event
 	// that could not have been decided.
+	// Claims are judged on the server's record time, as the decider judged
+	// them (aggregate.AuditRecorded).
 	var decoded []aggregate.Event
+	var recorded []time.Time
 	var index []int
 	for i, e := range events {
 		if e != nil {
 			decoded = append(decoded, e)
+			recorded = append(recorded, recs[i].Time)
 			index = append(index, i)
 		}
 	}
 	firstBad := -1
 	var firstBadErr error
-	if folded, err := aggregate.Audit(decoded); err != nil && int(folded.Version) < len(index) {
+	if folded, err := aggregate.AuditRecorded(decoded, recorded); err != nil && int(folded.Version) < len(index) {
 		firstBad, firstBadErr = index[folded.Version], err
 	}
 
@@ -143,7 +148,7 @@ func (a *auditor) auditWithdrawal(id string, recs []eventstore.Record) *Replay {
 		wa.Timeline[i].Details = a.checkEvent(before, e, recs[i], func(sev Severity, check, format string, args ...any) {
 			report(i, sev, check, format, args...)
 		}, wa)
-		w = aggregate.Evolve(w, e)
+		w = aggregate.EvolveRecorded(w, e, recs[i].Time)
 		wa.Timeline[i].State = w.State
 		if i == firstBad && !hasViolation(wa.Timeline[i].Findings) {
 			var de *aggregate.Error
