@@ -161,7 +161,7 @@ func cutDuring(t *testing.T, p *cutProxy, reconnected <-chan struct{}, upstream 
 }
 
 func TestAppendOverACutConnectionIsResolvedByReadBack(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0"})
+	e, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0", ClientAuth: testClientAuth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestAppendOverACutConnectionIsResolvedByReadBack(t *testing.T) {
 	newClient := func(t *testing.T, stream string) (*cutProxy, <-chan struct{}, *Store) {
 		p := newCutProxy(t, target)
 		reconnected := make(chan struct{}, 8)
-		nc, err := ConnectURL(p.url(),
+		nc, err := ConnectURL(p.url(), nats.Token(testClientToken),
 			nats.ReconnectWait(10*time.Millisecond), nats.ReconnectJitter(0, 0),
 			nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
 		if err != nil {

@@ -1,12 +1,17 @@
 package eventstore
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,6 +26,13 @@ type EmbeddedConfig struct {
 	ClientListen string // "" = no TCP listener (in-process only); "127.0.0.1:0" picks a free port; "host:port"
 	ServerName   string // default "weir-embedded"
 
+	// ClientAuth decides every connection except the embedding process's
+	// own (Connect): it checks the credentials a client presents and
+	// registers the user, with its permissions, that the client becomes.
+	// Nil refuses every other connection: the listener never lets an
+	// anonymous client in.
+	ClientAuth server.Authentication
+
 	// Logger receives the server's log lines; nil keeps the server silent.
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept connections; default 10s.
@@ -32,6 +44,50 @@ type Embedded struct {
 	srv     *server.Server
 	tempDir string // removed on Shutdown (memory mode only)
 	listens bool
+	// internalToken authenticates the embedding process's own connections.
+	// It is random per start, exists only in this process's memory, and
+	// is accepted only on in-process (pipe) connections, so knowing it is
+	// not enough to use it over TCP.
+	internalToken string
+}
+
+// InternalInboxPrefix is the inbox prefix of weir's own connections. Its
+// JetStream replies (event reads, consumer deliveries) travel on inboxes;
+// under a prefix of their own, a principal allowed to subscribe _INBOX.>
+// cannot read them.
+const InternalInboxPrefix = "_WEIR_INBOX"
+
+// InternalUser is the user name weir's own in-process connections are
+// registered as (visible in the server's connection list).
+const InternalUser = "weir-internal"
+
+// internalAuth lets the embedding process's in-process connections in with
+// full permissions and hands every other connection to next.
+type internalAuth struct {
+	token []byte
+	next  server.Authentication
+}
+
+func (a internalAuth) Check(c server.ClientAuthentication) bool {
+	opts := c.GetOpts()
+	if opts != nil && opts.Token != "" && subtle.ConstantTimeCompare([]byte(opts.Token), a.token) == 1 {
+		if !inProcess(c) {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: InternalUser})
+		return true
+	}
+	if a.next == nil || c.Kind() != server.CLIENT {
+		return false
+	}
+	return a.next.Check(c)
+}
+
+// inProcess reports whether c came through Server.InProcessConn (a
+// net.Pipe), not a network listener.
+func inProcess(c server.ClientAuthentication) bool {
+	addr := c.RemoteAddress()
+	return addr != nil && addr.Network() == "pipe"
 }
 
 // ErrServerNotReady is returned when the embedded server did not come up in time.
@@ -52,7 +108,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		opts.ServerName = "weir-embedded"
 	}
 
-	e := &Embedded{}
+	var tok [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("eventstore: internal token: %w", err)
+	}
+	e := &Embedded{internalToken: hex.EncodeToString(tok[:])}
+	opts.CustomClientAuthentication = internalAuth{token: []byte(e.internalToken), next: cfg.ClientAuth}
 	if cfg.Memory {
 		// JetStream always wants a store directory even if every stream is in
 		// memory; a private one keeps tests from sharing the server's default
@@ -121,12 +182,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	return e, nil
 }
 
-// Connect returns a new in-process client connection. Each call is a new
-// connection so that components (and tests) can be cut independently.
+// Connect returns a new in-process client connection with weir's internal
+// identity (every permission). Each call is a new connection so that
+// components (and tests) can be cut independently.
 func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{
 		nats.InProcessServer(e.srv),
 		nats.Name("weir-inprocess"),
+		nats.Token(e.internalToken),
+		nats.CustomInboxPrefix(InternalInboxPrefix),
 		// An in-process connection cannot outlive its server; reconnecting
 		// would only hide a shutdown.
 		nats.NoReconnect(),
@@ -172,9 +236,10 @@ func (e *Embedded) cleanup() {
 // reconnecting, and keep a reconnect buffer so that an append published during
 // a blip is still delivered (the append protocol tolerates late delivery).
 // Options given by the caller win.
-func ConnectURL(url string, opts ...nats.Option) (*nats.Conn, error) {
+func ConnectURL(urls string, opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{
 		nats.Name("weir"),
+		nats.CustomInboxPrefix(InternalInboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
@@ -182,9 +247,9 @@ func ConnectURL(url string, opts ...nats.Option) (*nats.Conn, error) {
 		nats.PingInterval(10 * time.Second),
 		nats.MaxPingsOutstanding(3),
 	}, opts...)
-	nc, err := nats.Connect(url, all...)
+	nc, err := nats.Connect(urls, all...)
 	if err != nil {
-		return nil, fmt.Errorf("eventstore: connect %s: %w", url, err)
+		return nil, fmt.Errorf("eventstore: connect %s: %w", RedactURL(urls), err)
 	}
 	return nc, nil
 }
@@ -198,3 +263,28 @@ func (a slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(fo
 func (a slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
 func (a slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a slogAdapter) Tracef(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
+
+// RedactURL returns a NATS URL list (comma-separated) fit for a log line
+// or an error: passwords and tokens in the user part are replaced.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			if strings.Contains(p, "@") {
+				parts[i] = "(unparsable URL with credentials)"
+			}
+			continue
+		}
+		if u.User == nil {
+			continue
+		}
+		if _, hasPass := u.User.Password(); hasPass {
+			u.User = url.UserPassword(u.User.Username(), "REDACTED")
+		} else {
+			u.User = url.User("REDACTED") // nats://TOKEN@host
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}

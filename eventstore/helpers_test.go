@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -112,4 +113,22 @@ func lastSeq(t testing.TB, s *Store) uint64 {
 		t.Fatalf("last sequence: %v", err)
 	}
 	return seq
+}
+
+// testClientToken admits a TCP test client with every permission
+// (testClientAuth); tests that need a network connection (a proxy to cut,
+// a listener to find) use it.
+const testClientToken = "eventstore-test-client"
+
+var testClientAuth server.Authentication = tokenAuth(testClientToken)
+
+type tokenAuth string
+
+func (a tokenAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o == nil || o.Token != string(a) {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: "test-client"})
+	return true
 }

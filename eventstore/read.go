@@ -155,6 +155,11 @@ func (s *Store) iterate(ctx context.Context, fromSeq uint64, filterType string) 
 		// Backstop for a process that dies mid-read; a live iterator keeps
 		// its consumer active.
 		InactiveThreshold: time.Minute,
+		// Bounded: nats.go retries re-creating a lost ordered consumer
+		// forever by default, holding a lock that Stop needs, so a stream
+		// that is gone would hang Next and every shutdown behind it. After
+		// ~3 s Next fails and the caller decides (a projector retries).
+		MaxResetAttempts: 3,
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("eventstore: ordered consumer: %w", err)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -113,7 +115,7 @@ func TestEmbeddedServerListensOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("in-process server listens on %v", inproc.Server().Addr())
 	}
 
-	tcp, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0", ServerName: "tcp-test"})
+	tcp, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0", ServerName: "tcp-test", ClientAuth: testClientAuth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func TestEmbeddedServerListensOnlyWhenAsked(t *testing.T) {
 	if url == "" || url == "nats://127.0.0.1:0" || url == "nats://127.0.0.1:4222" {
 		t.Fatalf("client URL %q is not the picked free port", url)
 	}
-	nc, err := ConnectURL(url)
+	nc, err := ConnectURL(url, nats.Token(testClientToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +152,49 @@ func TestEachConnectIsASeparateConnection(t *testing.T) {
 	}
 	if _, err := b.Request("$JS.API.INFO", nil, 5*time.Second); err != nil {
 		t.Fatalf("second connection unusable: %v", err)
+	}
+}
+
+// TestEmbeddedListenerRefusesWhatClientAuthDoesNot: an anonymous client, a
+// wrong token, and — with no ClientAuth at all — every TCP client are
+// refused; weir's own in-process connections are not affected.
+func TestEmbeddedListenerRefusesWhatClientAuthDoesNot(t *testing.T) {
+	guarded, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0", ClientAuth: testClientAuth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(guarded.Shutdown)
+	closed, err := StartEmbedded(EmbeddedConfig{Memory: true, ClientListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closed.Shutdown)
+	for name, try := range map[string]struct {
+		e    *Embedded
+		opts []nats.Option
+	}{
+		"anonymous":                {guarded, nil},
+		"wrong token":              {guarded, []nats.Option{nats.Token("not-the-token")}},
+		"user and password":        {guarded, []nats.Option{nats.UserInfo("weir", testClientToken)}},
+		"no ClientAuth, any token": {closed, []nats.Option{nats.Token(testClientToken)}},
+		"no ClientAuth, anonymous": {closed, nil},
+		"internal identity's user": {guarded, []nats.Option{nats.UserInfo(InternalUser, "x")}},
+	} {
+		nc, err := nats.Connect(try.e.ClientURL(), append(try.opts, nats.MaxReconnects(0))...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected", name)
+		} else if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(err.Error(), "Authorization") {
+			t.Errorf("%s: %v, want an authorization refusal", name, err)
+		}
+	}
+	for _, e := range []*Embedded{guarded, closed} {
+		nc, err := e.Connect()
+		if err != nil {
+			t.Fatalf("in-process: %v", err)
+		}
+		s := openStore(t, nc, Config{Memory: true}, testRegistry())
+		mustAppend(t, s, Key{Type: "thing", ID: "inproc"}, Position{}, Event{Type: evOpened})
+		nc.Close()
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron/tronhttp"
@@ -71,15 +72,17 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"for it on another account).\n"+
 			"Exit 0 when every check holds, 1 naming each violation (withdrawal, event version, what),\n"+
 			"2 when the audit could not run (cannot connect, not authorised, no such withdrawal).", stderr)
-	natsURL := fs.String("nats-url", defaultNATSURL, "NATS server holding weir's event log")
-	fs.String("token", "", "accepted for symmetry with the other commands (the audit reads the log directly)")
+	o := &clientOpts{}
+	fs.StringVar(&o.natsURL, "nats-url", defaultNATSURL, "NATS server holding weir's event log")
+	fs.StringVar(&o.token, "token", "", "token of an auditor (or operator) principal: the NATS login on weir's embedded server")
+	o.creds = addNATSCredFlags(fs)
 	all := fs.Bool("all", false, "audit every withdrawal, every account and the global invariants")
 	node := fs.String("tron-node", defaultAuditNode, `java-tron HTTP API for the chain checks ("" skips them; unreachable: skipped with a note)`)
 	solidityNode := fs.String("tron-solidity-node", "", "endpoint serving /walletsolidity/* (default: the --tron-node URL)")
 	apiKey := fs.String("tron-api-key", "", "API key sent to the node as TRON-PRO-API-KEY (TronGrid); never printed")
 	nodeTimeout := fs.Duration("node-timeout", 5*time.Second, "timeout of each node call")
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
-	timeout := fs.Duration("timeout", defaultClientTimeout, "NATS connect timeout")
+	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "NATS connect timeout")
 	asJSON := fs.Bool("json", false, "print a machine-readable report")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -105,14 +108,16 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "weir audit: could not run: %v\n", err)
 		return exitError{2}
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("weir-audit"), nats.Timeout(*timeout), nats.MaxReconnects(0),
+	// Its own inbox prefix: the events it reads must not pass through
+	// _INBOX.>, which every principal may subscribe.
+	nc, err := o.connect("weir-audit", nats.CustomInboxPrefix(natsauth.AuditInboxPrefix),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
-				refused(fmt.Errorf("not authorised to read the event log: %w", err))
+				refused(fmt.Errorf("not authorised to read the event log (an auditor's or an operator's --token reads it): %w", err))
 			}
 		}))
 	if err != nil {
-		return couldNotRun(fmt.Errorf("cannot connect to NATS at %s: %w", *natsURL, err))
+		return couldNotRun(err)
 	}
 	defer nc.Close()
 	store, err := openStoreForAudit(ctx, nc)

@@ -13,8 +13,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/eventstore"
 )
 
 // The producer and operator commands talk to a running weir over NATS
@@ -47,12 +50,14 @@ type clientOpts struct {
 	token   string
 	timeout time.Duration
 	json    bool
+	creds   *natsCreds
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientOpts {
 	o := &clientOpts{}
 	fs.StringVar(&o.natsURL, "nats-url", defaultNATSURL, "NATS server of the running weir (comma-separated URLs for a cluster)")
-	fs.StringVar(&o.token, "token", "", "bearer token of the principal acting (sent as header Authorization: Bearer <token>)")
+	fs.StringVar(&o.token, "token", "", "bearer token of the principal acting (sent as header Authorization: Bearer <token>; also the NATS login on weir's embedded server)")
+	o.creds = addNATSCredFlags(fs)
 	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "how long to wait for the connection and the reply")
 	fs.BoolVar(&o.json, "json", false, "print the service's JSON reply exactly (the HTTP API's JSON)")
 	return o
@@ -128,7 +133,38 @@ func (o *clientOpts) dial() (*api.Client, error) {
 	if o.timeout <= 0 {
 		return nil, errors.New("--timeout must be positive")
 	}
-	return api.Dial(api.ClientConfig{URL: o.natsURL, Token: o.token, Timeout: o.timeout, Name: "weir-cli"})
+	auth, err := o.creds.options(o.token)
+	if err != nil {
+		return nil, err
+	}
+	c, err := api.Dial(api.ClientConfig{URL: o.natsURL, Token: o.token, Timeout: o.timeout, Name: "weir-cli", Options: auth})
+	return c, loginHint(err)
+}
+
+// connect dials NATS as dial does, for a command that needs the bare
+// connection (the audit reads the log itself).
+func (o *clientOpts) connect(name string, extra ...nats.Option) (*nats.Conn, error) {
+	if o.timeout <= 0 {
+		return nil, errors.New("--timeout must be positive")
+	}
+	auth, err := o.creds.options(o.token)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{nats.Name(name), nats.Timeout(o.timeout), nats.MaxReconnects(0)}, auth...)
+	nc, err := nats.Connect(o.natsURL, append(opts, extra...)...)
+	if err != nil {
+		return nil, loginHint(fmt.Errorf("cannot connect to NATS at %s: %w", eventstore.RedactURL(o.natsURL), err))
+	}
+	return nc, nil
+}
+
+// loginHint says what to give when the server refused the login.
+func loginHint(err error) error {
+	if err != nil && (errors.Is(err, nats.ErrAuthorization) || strings.Contains(err.Error(), "Authorization Violation")) {
+		return fmt.Errorf("%w (NATS refused the login: give a principal's --token, or the cluster's --nats-creds, --nats-user/--nats-password or --nats-nkey)", err)
+	}
+	return err
 }
 
 // clientExec makes one call and prints its outcome: --json prints the reply

@@ -18,6 +18,7 @@ import (
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/sagas"
@@ -29,6 +30,7 @@ const (
 	tokBob    = "bob-token-00002"  // approver
 	tokCarol  = "carol-token-0003" // approver
 	tokOlivia = "olivia-token-005" // operator, requester
+	tokAudrey = "audrey-token-006" // auditor only: reads the event log, nothing else
 
 	cliTestAddr = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
 )
@@ -50,24 +52,25 @@ type stack struct {
 
 func newStack(t *testing.T, withService bool) *stack {
 	t.Helper()
-	emb := eventstoretest.Start(t, eventstoretest.Listen())
+	principals, err := api.NewPrincipals([]api.Principal{
+		{Name: "alice", Token: tokAlice, Roles: []api.Role{api.RoleRequester, api.RoleApprover}},
+		{Name: "bob", Token: tokBob, Roles: []api.Role{api.RoleApprover}},
+		{Name: "carol", Token: tokCarol, Roles: []api.Role{api.RoleApprover}},
+		{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
+		{Name: "audrey", Token: tokAudrey, Roles: []api.Role{api.RoleAuditor}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	emb := eventstoretest.Start(t, eventstoretest.Listen(), eventstoretest.Auth(natsauth.New(principals, logger)))
 	nc := emb.Conn()
 	store := emb.StoreOn(t.Context(), nc, eventlog.NewRegistry())
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)
 	s := &stack{emb: emb, url: emb.ClientURL(), nc: nc, store: store, repo: repo, ledger: ledger,
 		intake: sagas.NewIntake(repo, ledger, nil)}
 	if withService {
-		principals, err := api.NewPrincipals([]api.Principal{
-			{Name: "alice", Token: tokAlice, Roles: []api.Role{api.RoleRequester, api.RoleApprover}},
-			{Name: "bob", Token: tokBob, Roles: []api.Role{api.RoleApprover}},
-			{Name: "carol", Token: tokCarol, Roles: []api.Role{api.RoleApprover}},
-			{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		s.svc, err = api.StartService(nc, api.ServiceConfig{Intake: s.intake, Principals: principals, Logger: logger})
 		if err != nil {
 			t.Fatal(err)

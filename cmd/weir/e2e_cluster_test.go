@@ -11,7 +11,7 @@ import (
 )
 
 // TestTwoServeProcessesShareOneNATS runs two `weir serve` processes against
-// one NATS server and one chain node, each with its own workers, and pays a
+// one external NATS server (the reference config) and one chain node, each with its own workers, and pays a
 // batch of withdrawals: every withdrawal is confirmed exactly once, with one
 // envelope, and the account settles to the cent. The processes share
 // nothing but NATS: claims fenced by optimistic appends keep their workers
@@ -21,8 +21,12 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(devSigningKey[:])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := startServe(t, "--workers", "2", "--signing-key", keyFile)
-	b := startServe(t, "--workers", "2", "--signing-key", keyFile, "--nats-url", a.natsURL, "--tron-node", a.tronURL, "--tron-http", "")
+	// The shared NATS is an external server running the reference config
+	// (docs/nats-server.conf); both processes log in as its weir user.
+	url := startReferenceNATS(t)
+	login := []string{"--nats-url", url, "--nats-user", "weir", "--nats-password", refWeirPassword}
+	a := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile}, login...)...)
+	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--tron-node", a.tronURL, "--tron-http", ""}, login...)...)
 	ca := httpClient{t: t, base: a.httpURL}
 	cb := httpClient{t: t, base: b.httpURL}
 

@@ -24,6 +24,7 @@ import (
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
@@ -121,13 +122,21 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	}
 
 	// NATS: embedded by default, or an external server/cluster.
+	var extAuth []nats.Option
+	if cfg.NATSURL != "" {
+		if extAuth, err = cfg.NATSCreds.options(""); err != nil {
+			return nil, err
+		}
+	} else if cfg.NATSCreds.identity() || cfg.NATSCreds.tlsCA != "" || cfg.NATSCreds.tlsCert != "" {
+		return nil, errors.New("--nats-creds, --nats-user, --nats-nkey and --nats-tls-* are for an external --nats-url; the embedded server admits principals by their tokens")
+	}
 	connect := func(name string) (*nats.Conn, error) {
 		var nc *nats.Conn
 		var err error
 		if e.emb != nil {
 			nc, err = e.emb.Connect(nats.Name(name))
 		} else {
-			nc, err = eventstore.ConnectURL(cfg.NATSURL, nats.Name(name))
+			nc, err = eventstore.ConnectURL(cfg.NATSURL, append([]nats.Option{nats.Name(name)}, extAuth...)...)
 		}
 		if err == nil {
 			e.conns = append(e.conns, nc)
@@ -138,6 +147,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		e.emb, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{
 			StoreDir: cfg.Data, Memory: cfg.memory, SyncAlways: cfg.Sync == "always",
 			ClientListen: cfg.NATSAddr, ServerName: "weir", Logger: cfg.natsLog,
+			ClientAuth: natsauth.New(principals, log.With("room", "nats-auth")),
 		})
 		if err != nil {
 			return nil, err
@@ -146,7 +156,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		log.Info("embedded NATS listening", "url", e.natsURL, "store", cfg.Data, "sync", cfg.Sync)
 	} else {
 		e.natsURL = cfg.NATSURL
-		log.Info("using external NATS", "url", cfg.NATSURL, "replicas", cfg.Replicas)
+		log.Info("using external NATS", "url", eventstore.RedactURL(cfg.NATSURL), "replicas", cfg.Replicas)
 	}
 	nc, err := connect("weir-api")
 	if err != nil {

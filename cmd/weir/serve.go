@@ -44,6 +44,8 @@ type serveConfig struct {
 	MaxConnsPerAddr int
 	MaxInFlight     int
 	RateLimit       float64
+	// NATSCreds authenticate weir to an external --nats-url.
+	NATSCreds natsCreds
 
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
@@ -79,6 +81,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")
 	fs.IntVar(&c.MaxInFlight, "http-max-in-flight", api.DefaultMaxInFlight, "HTTP requests handled at once; beyond: 503 with Retry-After")
 	fs.Float64Var(&c.RateLimit, "rate-limit", api.DefaultRateLimit, "requests per second per principal over HTTP and NATS together, burst 2×; beyond: 429 rate_limited (0 = no limit)")
+	c.NATSCreds.register(fs)
 	return fs, c
 }
 

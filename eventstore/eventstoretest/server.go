@@ -5,6 +5,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/weir-payouts/weir/eventstore"
@@ -34,6 +35,12 @@ func File(dir string) Option {
 // that dials the server as a separate process would.
 func Listen() Option {
 	return func(c *eventstore.EmbeddedConfig) { c.ClientListen = "127.0.0.1:0" }
+}
+
+// Auth lets the listener admit the TCP clients a admits (with the
+// permissions it gives them); without it every TCP client is refused.
+func Auth(a server.Authentication) Option {
+	return func(c *eventstore.EmbeddedConfig) { c.ClientAuth = a }
 }
 
 // Start starts a server with memory storage (unless File is given) and shuts

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
 )
 
 // Client is the typed NATS client of the service StartService runs: one
@@ -54,7 +55,7 @@ func Dial(cfg ClientConfig) (*Client, error) {
 	opts := append([]nats.Option{nats.Name(cfg.Name), nats.Timeout(cfg.Timeout), nats.MaxReconnects(0)}, cfg.Options...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", eventstore.RedactURL(cfg.URL), err)
 	}
 	c := NewClient(nc, cfg.Token)
 	c.timeout, c.owned = cfg.Timeout, true

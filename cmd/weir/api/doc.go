@@ -14,7 +14,8 @@
 //     policy; no request body can name it.
 //   - Roles: a write needs the role CONTRACT.md names (commandRoles:
 //     requester to request, approver to approve, operator to credit and
-//     set the policy), checked before the body is read. Any authenticated
+//     set the policy; auditor writes nothing here, it only reads the log
+//     over NATS, see cmd/weir/natsauth), checked before the body is read. Any authenticated
 //     principal may read. Cancel is passed the principal and whether it is
 //     an operator; the application layer decides (its requester or an
 //     operator).

@@ -16,6 +16,9 @@ const (
 	RoleRequester Role = "requester"
 	RoleApprover  Role = "approver"
 	RoleOperator  Role = "operator"
+	// RoleAuditor may read the event log itself over NATS (what `weir
+	// audit` needs) and nothing more; operator implies it.
+	RoleAuditor Role = "auditor"
 )
 
 // Principal is an authenticated caller: its name is the identity recorded
@@ -26,8 +29,13 @@ type Principal struct {
 	Roles []Role `json:"roles"`
 }
 
-// Has reports whether p holds role r.
-func (p Principal) Has(r Role) bool { return slices.Contains(p.Roles, r) }
+// Has reports whether p holds role r. An operator is also an auditor.
+func (p Principal) Has(r Role) bool {
+	if r == RoleAuditor && slices.Contains(p.Roles, RoleOperator) {
+		return true
+	}
+	return slices.Contains(p.Roles, r)
+}
 
 // String never shows the token.
 func (p Principal) String() string { return p.Name }
@@ -57,8 +65,8 @@ func NewPrincipals(list []Principal) (*Principals, error) {
 			return nil, fmt.Errorf("principal %q: no roles", p.Name)
 		}
 		for _, r := range p.Roles {
-			if r != RoleRequester && r != RoleApprover && r != RoleOperator {
-				return nil, fmt.Errorf("principal %q: unknown role %q (want requester, approver or operator)", p.Name, r)
+			if r != RoleRequester && r != RoleApprover && r != RoleOperator && r != RoleAuditor {
+				return nil, fmt.Errorf("principal %q: unknown role %q (want requester, approver, operator or auditor)", p.Name, r)
 			}
 		}
 		names[p.Name] = true
@@ -116,6 +124,12 @@ func (ps *Principals) Authenticate(header string) (Principal, bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Principal{}, false
 	}
-	p, ok := ps.byToken[strings.TrimSpace(token)]
+	return ps.ByToken(strings.TrimSpace(token))
+}
+
+// ByToken resolves a bare token (the NATS connect's auth_token or
+// password).
+func (ps *Principals) ByToken(token string) (Principal, bool) {
+	p, ok := ps.byToken[token]
 	return p, ok
 }

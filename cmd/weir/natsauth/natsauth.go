@@ -1,0 +1,148 @@
+package natsauth
+
+import (
+	"crypto/subtle"
+	"log/slog"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/sagas"
+)
+
+// Names of what the permissions refer to.
+const (
+	EventStream  = "WEIR_EVENTS"
+	NotifyStream = "WEIR_NOTIFY"
+	// AuditInboxPrefix is the inbox prefix `weir audit` uses, so that the
+	// event log it reads does not pass through _INBOX.>, which every
+	// principal may subscribe.
+	AuditInboxPrefix = "_WEIR_AUDIT"
+)
+
+// WeirDurables are the durable consumers weir itself relies on. No
+// principal may create, update, pull from or delete them: a pull steals a
+// delivery from the saga, a delete or an update (a new filter) stops it.
+var WeirDurables = []string{sagas.LedgerConsumer}
+
+// producerPublish is what every principal may publish.
+var producerPublish = []string{
+	"weir.cmd.>",
+	"$SRV.>",
+	// Consumers on the notification stream (producers may keep their own).
+	"$JS.API.STREAM.INFO." + NotifyStream,
+	"$JS.API.CONSUMER.CREATE." + NotifyStream + ".>",
+	"$JS.API.CONSUMER.DURABLE.CREATE." + NotifyStream + ".>",
+	"$JS.API.CONSUMER.INFO." + NotifyStream + ".>",
+	"$JS.API.CONSUMER.MSG.NEXT." + NotifyStream + ".>",
+	"$JS.API.CONSUMER.DELETE." + NotifyStream + ".>",
+	"$JS.ACK." + NotifyStream + ".>",
+}
+
+var producerSubscribe = []string{"_INBOX.>", "weir.notify.>"}
+
+// auditorPublish is what an auditor may publish besides producerPublish:
+// reads of the event stream and ephemeral consumers on it.
+var auditorPublish = []string{
+	"$JS.API.STREAM.INFO." + EventStream,
+	"$JS.API.STREAM.MSG.GET." + EventStream,
+	"$JS.API.DIRECT.GET." + EventStream,
+	"$JS.API.DIRECT.GET." + EventStream + ".>",
+	"$JS.API.CONSUMER.CREATE." + EventStream + ".*",
+	"$JS.API.CONSUMER.CREATE." + EventStream + ".*.>",
+	"$JS.API.CONSUMER.INFO." + EventStream + ".*",
+	"$JS.API.CONSUMER.MSG.NEXT." + EventStream + ".*",
+	"$JS.API.CONSUMER.DELETE." + EventStream + ".*",
+}
+
+var auditorSubscribe = []string{AuditInboxPrefix + ".>"}
+
+// AuditorPublish is what the auditor role may publish on the event stream,
+// allowed and denied: docs/nats-server.conf gives its auditor user exactly
+// this (a test compares them).
+func AuditorPublish() (allow, deny []string) {
+	return append([]string(nil), auditorPublish...), auditorDeny()
+}
+
+// auditorDeny keeps the auditor's consumer rights off weir's durables.
+func auditorDeny() []string {
+	var deny []string
+	for _, d := range WeirDurables {
+		deny = append(deny,
+			"$JS.API.CONSUMER.*."+EventStream+"."+d,
+			"$JS.API.CONSUMER.*."+EventStream+"."+d+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+EventStream+"."+d,
+		)
+	}
+	return deny
+}
+
+// Permissions are what a principal with these roles may do on the
+// embedded server.
+func Permissions(p api.Principal) *server.Permissions {
+	pub := append([]string(nil), producerPublish...)
+	sub := append([]string(nil), producerSubscribe...)
+	var deny []string
+	if p.Has(api.RoleAuditor) {
+		pub = append(pub, auditorPublish...)
+		sub = append(sub, auditorSubscribe...)
+		deny = auditorDeny()
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
+
+// Authenticator admits principals by token.
+type Authenticator struct {
+	principals *api.Principals
+	log        *slog.Logger
+}
+
+// New returns an Authenticator over principals; refusals are logged (who
+// claimed to connect and from where, never what they presented).
+func New(principals *api.Principals, log *slog.Logger) *Authenticator {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Authenticator{principals: principals, log: log}
+}
+
+// Check implements server.Authentication.
+func (a *Authenticator) Check(c server.ClientAuthentication) bool {
+	opts := c.GetOpts()
+	if opts == nil {
+		return false
+	}
+	p, ok := a.resolve(opts)
+	if !ok {
+		a.log.Warn("NATS connection refused: no valid principal token", "remote", remote(c), "user", opts.Username, "client", opts.Name)
+		return false
+	}
+	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p)})
+	return true
+}
+
+// resolve finds the principal a connect names: a token (auth_token), or a
+// user name with the token as password (the name must match).
+func (a *Authenticator) resolve(opts *server.ClientOpts) (api.Principal, bool) {
+	switch {
+	case opts.Token != "" && opts.Username == "" && opts.Password == "":
+		return a.principals.ByToken(opts.Token)
+	case opts.Token == "" && opts.Username != "" && opts.Password != "":
+		p, ok := a.principals.ByToken(opts.Password)
+		if !ok || subtle.ConstantTimeCompare([]byte(p.Name), []byte(opts.Username)) != 1 {
+			return api.Principal{}, false
+		}
+		return p, true
+	}
+	return api.Principal{}, false
+}
+
+func remote(c server.ClientAuthentication) string {
+	if addr := c.RemoteAddress(); addr != nil {
+		return addr.String()
+	}
+	return ""
+}

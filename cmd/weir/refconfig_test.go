@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
+)
+
+// referenceConfig is the server configuration docs/ ships.
+var referenceConfig = filepath.Join("..", "..", "docs", "nats-server.conf")
+
+// Passwords the reference config reads from the environment in tests.
+const (
+	refWeirPassword     = "weir-nats-password-for-tests"
+	refAuditorPassword  = "auditor-nats-password-for-tests"
+	refProducerPassword = "producer-nats-password-for-tests"
+)
+
+// startReferenceNATS runs nats-server in this process from the very file
+// in docs/, on a free loopback port and a private store directory, and
+// returns its client URL.
+func startReferenceNATS(t *testing.T) string {
+	t.Helper()
+	t.Setenv("WEIR_NATS_PASSWORD", refWeirPassword)
+	t.Setenv("WEIR_AUDITOR_NATS_PASSWORD", refAuditorPassword)
+	t.Setenv("WEIR_PRODUCER_NATS_PASSWORD", refProducerPassword)
+	opts, err := server.ProcessConfigFile(referenceConfig)
+	if err != nil {
+		t.Fatalf("reference config %s: %v", referenceConfig, err)
+	}
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.StoreDir = t.TempDir()
+	opts.NoSigs, opts.NoLog = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("reference nats-server not ready")
+	}
+	// The weir user's password is for the engine, not for every client
+	// command a test runs later in this process.
+	t.Setenv("WEIR_NATS_PASSWORD", "")
+	return srv.ClientURL()
+}
+
+// TestReferenceConfigGivesTheAuditorRoleExactly: the auditor user of
+// docs/nats-server.conf has the permissions the embedded server gives the
+// auditor role, so a new durable consumer protected in code is protected
+// in the shipped config too.
+func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
+	t.Setenv("WEIR_NATS_PASSWORD", "x")
+	t.Setenv("WEIR_AUDITOR_NATS_PASSWORD", "x")
+	t.Setenv("WEIR_PRODUCER_NATS_PASSWORD", "x")
+	opts, err := server.ProcessConfigFile(referenceConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow, deny := natsauth.AuditorPublish()
+	for _, u := range opts.Users {
+		if u.Username != "auditor" {
+			continue
+		}
+		p := u.Permissions
+		if p == nil || p.Publish == nil || !slices.Equal(p.Publish.Allow, allow) || !slices.Equal(p.Publish.Deny, deny) {
+			t.Fatalf("auditor in %s:\n%+v\nwant publish allow %q deny %q", referenceConfig, p.Publish, allow, deny)
+		}
+		if p.Subscribe == nil || !slices.Equal(p.Subscribe.Allow, []string{natsauth.AuditInboxPrefix + ".>"}) {
+			t.Fatalf("auditor subscribe %+v", p.Subscribe)
+		}
+		return
+	}
+	t.Fatalf("no auditor user in %s", referenceConfig)
+}
+
+// TestReferenceConfigRefusesEveryAttackOfTheThreatTable: weir serves on an
+// external server running docs/nats-server.conf (WEIR account), producers
+// connect in their own account, auditors in WEIR with read rights; every
+// attack is refused there too, and the producer's commands and the
+// auditor's audit still work.
+func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
+	url := startReferenceNATS(t)
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: url, Sync: "lazy", Workers: 1, memory: true,
+		SimBlockInterval: 10 * time.Millisecond, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn",
+		NATSCreds: natsCreds{user: "weir", password: refWeirPassword},
+	}
+	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(weir.Close)
+	users := map[string][2]string{
+		roleProducer: {"producer", refProducerPassword},
+		roleAuditor:  {"auditor", refAuditorPassword},
+	}
+	b := &boundary{weir: weir, kvBucket: "weir_projections", dial: func(t *testing.T, role string) *nats.Conn {
+		nc, err := nats.Connect(url, nats.UserInfo(users[role][0], users[role][1]), nats.MaxReconnects(0))
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		return nc
+	}}
+	runThreatTable(t, b)
+
+	// What each may do still works: a producer's command through the
+	// service import, and an audit as the auditor.
+	code, out, errOut := runWeir(t, "credit", "--nats-url", url, "--nats-user", "producer", "--nats-password", refProducerPassword,
+		"--token", "dev-olivia-token", "--account", "ref", "--credit-id", "c1", "--amount", "5")
+	wantCode(t, code, 0, out, errOut)
+	code, out, errOut = runWeir(t, "audit", "--all", "--tron-node", "", "--nats-url", url, "--nats-user", "auditor", "--nats-password", refAuditorPassword)
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "audit", out, "OK")
+}
