@@ -23,8 +23,7 @@ import (
 
 // The judgement is tested in sagas/audit; these tests cover the command:
 // flags, exit status, the human report, --json, the node over HTTP. They
-// log in as an auditor-only principal (tokAudrey): its NATS permissions
-// must be all the audit needs.
+// log in as an auditor-only principal (stack.weir).
 
 // TestAuditPrintsFindingsAndExitsByOutcome: a clean log prints OK and
 // exits 0; a forged self-approval prints the violation with its withdrawal,
@@ -44,7 +43,7 @@ func TestAuditPrintsFindingsAndExitsByOutcome(t *testing.T) {
 	srv := httptest.NewServer(tronhttp.NewHandler(sim))
 	t.Cleanup(srv.Close)
 
-	code, out, errOut := s.weir(t, "audit", "--token", tokAudrey, "--all", "--tron-node", srv.URL)
+	code, out, errOut := s.weir(t, "audit", "--all", "--tron-node", srv.URL)
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "clean audit --all", out, "audited 1 withdrawal(s), 1 account(s)", "states: requested 1",
 		"chain: 0 txid(s) checked against "+srv.URL, "OK: every check holds")
@@ -63,19 +62,19 @@ func TestAuditPrintsFindingsAndExitsByOutcome(t *testing.T) {
 	}
 	version := pos.Version + 1
 
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, "--all", "--tron-node", "")
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "")
 	wantCode(t, code, 1, out, errOut)
 	wantContains(t, "audit --all", out,
 		"VIOLATION withdrawal "+id+" event "+itoa(version)+" (withdrawal.approved) [approval]: approval by alice, who requested the withdrawal (self-approval)",
 		"FAILED: ")
 	wantContains(t, "stderr", errOut, "weir audit: ")
 
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, id, "--tron-node", "http://127.0.0.1:1")
+	code, out, errOut = s.weir(t, "audit", id, "--tron-node", "http://127.0.0.1:1")
 	wantCode(t, code, 1, out, errOut)
 	wantContains(t, "audit ID", out, "withdrawal "+id+": approved", "VERSION", "withdrawal.approved",
 		"^ VIOLATION [approval]: approval by alice", "chain: tron node http://127.0.0.1:1 unreachable")
 
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, id, "--tron-node", "", "--json")
+	code, out, errOut = s.weir(t, "audit", id, "--tron-node", "", "--json")
 	wantCode(t, code, 1, out, errOut)
 	var rep audit.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.OK || rep.Withdrawal == nil || len(rep.Violations) == 0 {
@@ -89,18 +88,18 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 // withdrawal, neither an id nor --all.
 func TestAuditRefusesBadArguments(t *testing.T) {
 	s := newStack(t, false)
-	code, out, errOut := s.weir(t, "audit", "--token", tokAudrey)
+	code, out, errOut := s.weir(t, "audit")
 	wantCode(t, code, 2, out, errOut)
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, "x", "--all")
+	code, out, errOut = s.weir(t, "audit", "x", "--all")
 	wantCode(t, code, 2, out, errOut)
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, "not-a-uuid")
+	code, out, errOut = s.weir(t, "audit", "not-a-uuid")
 	wantCode(t, code, 2, out, errOut)
 	wantContains(t, "bad id", errOut, "could not run", "not a withdrawal id")
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, uuid.NewString())
+	code, out, errOut = s.weir(t, "audit", uuid.NewString())
 	wantCode(t, code, 2, out, errOut)
 	wantContains(t, "unknown id", errOut, "could not run", "not found")
 	// An empty log passes.
-	code, out, errOut = s.weir(t, "audit", "--token", tokAudrey, "--all", "--tron-node", "")
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "")
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "empty log", out, "audited 0 withdrawal(s)", "OK")
 }

@@ -81,8 +81,14 @@ func newStack(t *testing.T, withService bool) *stack {
 }
 
 // weir runs one command against the stack (its --nats-url is appended).
+// An audit logs in as the auditor-only principal unless the arguments give
+// another --token (a later flag wins): its NATS permissions must be all the
+// audit needs.
 func (s *stack) weir(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	if len(args) > 0 && args[0] == "audit" {
+		args = append([]string{"audit", "--token", tokAudrey}, args[1:]...)
+	}
 	return runWeir(t, append(args, "--nats-url", s.url)...)
 }
 
