@@ -444,14 +444,7 @@ func (b *benchRig) roundTrip(ctx context.Context, _ tron.NodeMethod) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepCtx(ctx, d)
 }
 
 // nudgeChain tells the chain driver after every broadcast, so the next

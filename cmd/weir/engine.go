@@ -53,6 +53,7 @@ type engine struct {
 	natsURL   string
 	tronURL   string
 	cancel    context.CancelFunc
+	up        *startup // retries start-up's JetStream calls on a slow cluster
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	// died records the first background loop (ledger saga, a worker, the
@@ -76,7 +77,7 @@ var devSigningKey = sha256.Sum256([]byte("weir dev hot wallet — never use on a
 
 func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out io.Writer) (_ *engine, err error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	e := &engine{log: log, cancel: cancel}
+	e := &engine{log: log, cancel: cancel, up: newStartup(log, cfg.StartupWait, cfg.startupPause)}
 	defer func() {
 		if err != nil {
 			_ = e.Close(context.Background())
@@ -163,7 +164,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, err
 	}
 	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory}
-	if e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry()); err != nil {
+	if err := e.up.do(ctx, "event stream", func(ctx context.Context) (err error) {
+		e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	e.repo = sagas.NewRepo(e.store)
@@ -173,8 +177,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	// The policy in force: --policy becomes the next version when it says
 	// something new; with no flag the stored policy stays, and a fresh store
 	// starts with the default.
-	current, err := e.intake.Policy(ctx)
-	if err != nil {
+	var current aggregate.Policy
+	if err := e.up.do(ctx, "policy", func(ctx context.Context) (err error) {
+		current, err = e.intake.Policy(ctx)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if policy == nil && current.Version == 0 {
@@ -182,7 +189,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		policy = &p
 	}
 	if policy != nil {
-		if current, err = e.intake.SetPolicy(ctx, *policy, "weir-serve"); err != nil {
+		if err := e.up.do(ctx, "storing policy", func(ctx context.Context) (err error) {
+			current, err = e.intake.SetPolicy(ctx, *policy, "weir-serve")
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("storing policy: %w", err)
 		}
 	}
@@ -248,7 +258,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := ledger.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := e.up.do(ctx, "ledger consumer", ledger.Run); err != nil && ctx.Err() == nil {
 			e.fail("ledger saga", err)
 		}
 	}()
@@ -292,7 +302,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")
 
 	if devMode {
-		if _, _, err := e.intake.Credit(ctx, sagas.CreditInput{Account: devFundingAccount, CreditID: "dev-funding", Amount: []byte(`"` + devFundingAmount + `"`), By: "weir-serve"}); err != nil {
+		if err := e.up.do(ctx, "funding dev account", func(ctx context.Context) error {
+			_, _, err := e.intake.Credit(ctx, sagas.CreditInput{Account: devFundingAccount, CreditID: "dev-funding", Amount: []byte(`"` + devFundingAmount + `"`), By: "weir-serve"})
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("funding dev account: %w", err)
 		}
 		if e.sim != nil {
@@ -372,8 +385,11 @@ func startProjector(ctx context.Context, e *engine, nc *nats.Conn, cfg serveConf
 	if err != nil {
 		return nil, err
 	}
-	cps, err := projections.NewKVCheckpoints(ctx, js, e.store, "weir_projections")
-	if err != nil {
+	var cps *projections.KVCheckpoints
+	if err := e.up.do(ctx, "projection checkpoints (KV weir_projections)", func(ctx context.Context) (err error) {
+		cps, err = projections.NewKVCheckpoints(ctx, js, e.store, "weir_projections")
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("projection checkpoints: %w", err)
 	}
 	p := projections.New(e.store, projections.Options{
@@ -383,7 +399,7 @@ func startProjector(ctx context.Context, e *engine, nc *nats.Conn, cfg serveConf
 		// fifth of the CPU under load (measured with weir bench).
 		CheckpointEvery: -1,
 	})
-	if err := p.Start(ctx); err != nil {
+	if err := e.up.do(ctx, "projections", p.Start); err != nil {
 		return nil, fmt.Errorf("projections: %w", err)
 	}
 	e.stops = append(e.stops, p.Stop)
@@ -430,8 +446,11 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	if err != nil {
 		return err
 	}
-	store, err := eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
-	if err != nil {
+	var store *eventstore.Store
+	if err := e.up.do(ctx, "event stream (worker "+id+")", func(ctx context.Context) (err error) {
+		store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
+		return err
+	}); err != nil {
 		return err
 	}
 	w, err := sagas.NewWorker(sagas.WorkerConfig{

@@ -47,6 +47,12 @@ type serveConfig struct {
 	// NATSCreds authenticate weir to an external --nats-url.
 	NATSCreds natsCreds
 
+	// StartupWait bounds how long start-up retries JetStream calls that
+	// NATS answers with "not now" (a forming or busy cluster).
+	StartupWait time.Duration
+	// startupPause replaces the wait between those retries (tests).
+	startupPause func(context.Context, time.Duration) error
+
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
 	memory bool
@@ -63,6 +69,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.NATSAddr, "nats-addr", "127.0.0.1:4222", "embedded server's client listener (producers, nats CLI)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use an external NATS server/cluster instead of the embedded one")
 	fs.IntVar(&c.Replicas, "replicas", 1, "stream replicas (3 on a cluster)")
+	fs.DurationVar(&c.StartupWait, "startup-wait", defaultStartupWait, "how long start-up waits for a slow or forming NATS cluster to answer its JetStream calls")
 	fs.StringVar(&c.Sync, "sync", "always", "always: fsync every write; lazy: JetStream's default interval")
 	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
 	fs.StringVar(&c.Principals, "principals", "", "JSON principals file [{name,token,roles}] (default: dev principals)")

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-payouts/weir/eventstore"
+)
+
+// fakeStartup is a startup on a clock that only its pauses move.
+func fakeStartup(wait time.Duration, logs io.Writer) (*startup, *[]time.Duration) {
+	var pauses []time.Duration
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := newStartup(slog.New(slog.NewTextHandler(logs, nil)), wait, func(_ context.Context, d time.Duration) error {
+		pauses = append(pauses, d)
+		clock = clock.Add(d)
+		return nil
+	})
+	s.now = func() time.Time { return clock }
+	s.start = clock
+	return s, &pauses
+}
+
+// TestStartupWaitsForASlowClusterThenGoesOn: a stream create that times out
+// twice (as on a just-formed cluster) is tried again with a growing pause,
+// and start-up logs what it is waiting for.
+func TestStartupWaitsForASlowClusterThenGoesOn(t *testing.T) {
+	var logs syncBuffer
+	s, pauses := fakeStartup(time.Minute, &logs)
+	calls := 0
+	err := s.do(context.Background(), "event stream", func(context.Context) error {
+		calls++
+		if calls <= 2 {
+			return fmt.Errorf("eventstore: create stream WEIR_EVENTS: %w", context.DeadlineExceeded)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("start-up gave up: %v", err)
+	}
+	if calls != 3 || len(*pauses) != 2 || (*pauses)[0] != startupFirstPause || (*pauses)[1] != 2*startupFirstPause {
+		t.Fatalf("%d calls, pauses %v; want 3 calls and pauses %v, %v", calls, *pauses, startupFirstPause, 2*startupFirstPause)
+	}
+	out := logs.String()
+	if strings.Count(out, `msg="start-up: waiting for NATS" waiting_for="event stream"`) != 2 || !strings.Contains(out, "create stream WEIR_EVENTS") ||
+		!strings.Contains(out, `msg="start-up: NATS answered" waited_for="event stream" attempts=3`) {
+		t.Fatalf("log does not say what start-up waited for:\n%s", out)
+	}
+}
+
+// TestStartupGivesUpAfterTheWait: a cluster that never answers stops
+// start-up once --startup-wait has passed, with the last error kept.
+func TestStartupGivesUpAfterTheWait(t *testing.T) {
+	s, pauses := fakeStartup(10*time.Second, io.Discard)
+	err := s.do(context.Background(), "event stream", func(context.Context) error {
+		return fmt.Errorf("eventstore: create stream WEIR_EVENTS: %w", jetstream.ErrNoStreamResponse)
+	})
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) || !strings.Contains(err.Error(), "--startup-wait") {
+		t.Fatalf("err %v, want the cause and the flag named", err)
+	}
+	var total time.Duration
+	for _, p := range *pauses {
+		total += p
+		if p > startupMaxPause {
+			t.Errorf("paused %s, more than %s", p, startupMaxPause)
+		}
+	}
+	if total != 10*time.Second {
+		t.Fatalf("waited %s in all (%v), want exactly the 10s budget", total, *pauses)
+	}
+}
+
+// TestStartupDoesNotRetryAMisconfiguration: an error waiting cannot fix
+// (an existing stream that does not match, replicas a single server cannot
+// give) stops start-up at once.
+func TestStartupDoesNotRetryAMisconfiguration(t *testing.T) {
+	for _, bad := range []error{
+		fmt.Errorf("open: %w", eventstore.ErrStreamMismatch),
+		&jetstream.APIError{Code: 500, ErrorCode: 10074, Description: "replicas > 1 not supported in non-clustered mode"},
+	} {
+		s, pauses := fakeStartup(time.Minute, io.Discard)
+		calls := 0
+		err := s.do(context.Background(), "event stream", func(context.Context) error { calls++; return bad })
+		if !errors.Is(err, bad) || calls != 1 || len(*pauses) != 0 {
+			t.Errorf("%v: %d calls, %d pauses, err %v; want one call and the error", bad, calls, len(*pauses), err)
+		}
+	}
+}
+
+// TestServeWaitsForJetStreamToComeUp: `weir serve` pointed at a NATS whose
+// JetStream is not up yet waits for it (logging so) instead of exiting,
+// and serves once it is. The server's JetStream is switched on during
+// start-up's first pause, so the first attempt fails every time.
+func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	pauses := 0
+	var logs syncBuffer
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: srv.ClientURL(), Replicas: 1, Sync: "lazy", Workers: 1,
+		memory: true, StartupWait: time.Minute, DailyLimit: "0",
+		startupPause: func(context.Context, time.Duration) error {
+			pauses++
+			if pauses == 1 {
+				return srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()})
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := startEngine(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), io.Discard)
+	if err != nil {
+		t.Fatalf("weir serve did not wait for JetStream: %v\n%s", err, logs.String())
+	}
+	defer eng.Close(context.Background())
+	if !strings.Contains(logs.String(), `msg="start-up: waiting for NATS" waiting_for="event stream"`) {
+		t.Fatalf("start-up did not say what it waited for:\n%s", logs.String())
+	}
+	c := httpClient{t: t, base: "http://" + eng.httpAddr}
+	if code, _, body := c.do("POST", "/v1/accounts/ops/credits", "dev-olivia-token", `{"credit_id":"c1","amount":"5"}`); code != 201 {
+		t.Fatalf("credit after start-up: %d %v", code, body)
+	}
+}
