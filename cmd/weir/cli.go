@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -529,8 +530,10 @@ func policyUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: weir policy <subcommand> [flags]")
 	fmt.Fprintln(w, "\nSubcommands:")
 	fmt.Fprintln(w, "  show                 print the approval policy in force and its version")
-	fmt.Fprintln(w, "  set --file FILE      put a new version in force (operator); FILE as for serve --policy,")
-	fmt.Fprintln(w, "                       {\"name\",\"rules\":[{\"name\",\"threshold\",\"approvers\"}]}; - reads stdin")
+	fmt.Fprintln(w, "  set --file FILE      propose a new version (operator); FILE as for serve --policy,")
+	fmt.Fprintln(w, "                       {\"name\",\"rules\":[{\"name\",\"threshold\",\"approvers\"}]}; - reads stdin.")
+	fmt.Fprintln(w, "                       In force once serve --policy-quorum operators approved it (the proposer counts as one)")
+	fmt.Fprintln(w, "  approve VERSION      approve the open proposal VERSION (operator, not its proposer)")
 	fmt.Fprintln(w, "\nEach takes --nats-url, --token, --timeout and --json (see weir policy show --help).")
 }
 
@@ -560,9 +563,12 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}, printPolicyReply(stdout, false))
 	case "set":
 		fs := clientFlagSet("policy set", "policy set --file FILE [flags]",
-			"Puts a new policy version in force (role operator). The change is an event on the policy\n"+
-				"stream: who, when, which version. Setting the policy in force again changes nothing.\n"+
-				"Withdrawals approved under an older version are re-checked before they are sent.", stderr)
+			"Proposes a new policy version (role operator). It takes effect once serve --policy-quorum\n"+
+				"distinct operators have approved it (the proposer counts as one; see weir policy approve);\n"+
+				"with a quorum of 1 it is in force at once. Each step is an event on the policy stream: who,\n"+
+				"when, which version. Setting the policy in force again changes nothing. A withdrawal needs\n"+
+				"the stricter of the policy at its request and the policy in force: tightening applies to\n"+
+				"queued withdrawals, loosening never does.", stderr)
 		o := addClientFlags(fs)
 		file := fs.String("file", "", "policy JSON file (- for stdin)")
 		pos, err := parseInterspersed(fs, args[1:])
@@ -587,9 +593,29 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("--file: %w", err)
 		}
-		return clientExec(ctx, o, "policy set", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyView], error) {
+		return clientExec(ctx, o, "policy set", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyChangeView], error) {
 			return c.SetPolicy(ctx, body)
-		}, printPolicyReply(stdout, true))
+		}, printPolicyChange(stdout))
+	case "approve":
+		fs := clientFlagSet("policy approve", "policy approve VERSION [flags]",
+			"Approves the open policy proposal VERSION (role operator; its proposer cannot). The\n"+
+				"approval that completes the quorum puts it in force; approving twice counts once.", stderr)
+		o := addClientFlags(fs)
+		pos, err := parseInterspersed(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if err := wantArgs(fs, pos, 1); err != nil {
+			return err
+		}
+		version, err := strconv.Atoi(pos[0])
+		if err != nil || version < 1 {
+			fmt.Fprintf(stderr, "weir policy approve: VERSION must be a positive integer, not %q\n", pos[0])
+			return errUsage
+		}
+		return clientExec(ctx, o, "policy approve", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyChangeView], error) {
+			return c.ApprovePolicy(ctx, version)
+		}, printPolicyChange(stdout))
 	}
 	fmt.Fprintf(stderr, "weir policy: unknown subcommand %q\n\n", args[0])
 	policyUsage(stderr)
@@ -602,13 +628,36 @@ func printPolicyReply(stdout io.Writer, set bool) func(api.Reply[api.PolicyView]
 		if set {
 			fmt.Fprintf(stdout, "policy version %d in force\n", p.Version)
 		}
-		fmt.Fprintf(stdout, "policy %q version %d\n", p.Name, p.Version)
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  RULE\tABOVE\tAPPROVERS")
-		for _, rule := range p.Rules {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", rule.Name, rule.Threshold, rule.Approvers)
+		return printPolicyRules(stdout, p)
+	}
+}
+
+func printPolicyRules(stdout io.Writer, p api.PolicyView) error {
+	fmt.Fprintf(stdout, "policy %q version %d\n", p.Name, p.Version)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RULE\tABOVE\tAPPROVERS")
+	for _, rule := range p.Rules {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\n", rule.Name, rule.Threshold, rule.Approvers)
+	}
+	return tw.Flush()
+}
+
+// printPolicyChange prints a policy change: in force, or a proposal and
+// who has approved it so far.
+func printPolicyChange(stdout io.Writer) func(api.Reply[api.PolicyChangeView]) error {
+	return func(r api.Reply[api.PolicyChangeView]) error {
+		pr := r.Value.Proposal
+		if pr == nil {
+			return printPolicyReply(stdout, true)(api.Reply[api.PolicyView]{Value: r.Value.PolicyView, Data: r.Data})
 		}
-		return tw.Flush()
+		by := make([]string, len(pr.Approvals))
+		for i, a := range pr.Approvals {
+			by[i] = a.By
+		}
+		fmt.Fprintf(stdout, "policy version %d proposed by %s: %d of %d approvals (%s); not yet in force\n",
+			pr.Version, pr.ProposedBy, len(pr.Approvals), r.Value.ApprovalsNeeded, strings.Join(by, ", "))
+		fmt.Fprintf(stdout, "another operator approves it with: weir policy approve %d\n", pr.Version)
+		return printPolicyRules(stdout, pr.PolicyView)
 	}
 }
 

@@ -103,6 +103,15 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, err
 		}
 	}
+	quorum := cfg.PolicyQuorum
+	switch {
+	case quorum < 0:
+		return nil, fmt.Errorf("--policy-quorum %d: at least 1 (0 = the default)", quorum)
+	case quorum == 0 && devMode:
+		quorum = 1
+	case quorum == 0:
+		quorum = 2
+	}
 	var policy *aggregate.Policy
 	if cfg.Policy != "" {
 		b, err := os.ReadFile(cfg.Policy)
@@ -173,6 +182,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	e.repo = sagas.NewRepo(e.store)
 	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
 	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
+	e.intake.SetPolicyQuorum(quorum)
 
 	// The policy in force: --policy becomes the next version when it says
 	// something new; with no flag the stored policy stays, and a fresh store
@@ -196,7 +206,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, fmt.Errorf("storing policy: %w", err)
 		}
 	}
-	log.Info("policy in force", "name", current.Name, "version", current.Version)
+	log.Info("policy in force", "name", current.Name, "version", current.Version, "quorum", quorum)
 
 	// The chain: the simulated node (also served over java-tron's HTTP
 	// API) unless --tron-node names a real one.

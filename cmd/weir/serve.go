@@ -29,6 +29,7 @@ type serveConfig struct {
 	Workers          int
 	Principals       string
 	Policy           string
+	PolicyQuorum     int // 0: 2, or 1 in dev mode
 	Custody          string
 	TronNode         string
 	TronSolidityNode string
@@ -74,6 +75,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
 	fs.StringVar(&c.Principals, "principals", "", "JSON principals file [{name,token,roles}] (default: dev principals)")
 	fs.StringVar(&c.Policy, "policy", "", "JSON approval policy file {name,rules:[{name,threshold,approvers}]} (default: four-eyes above 1000)")
+	fs.IntVar(&c.PolicyQuorum, "policy-quorum", 0, "distinct operators a policy change needs before it takes effect, the proposer counting as one (0 = 2; 1 in dev mode)")
 	fs.StringVar(&c.Custody, "custody", "", "JSON custody file [{address,account}]: destinations we custody (default: dev custody)")
 	fs.StringVar(&c.TronNode, "tron-node", "", "a real java-tron HTTP endpoint; empty = built-in simulated node")
 	fs.StringVar(&c.TronSolidityNode, "tron-solidity-node", "", "java-tron HTTP endpoint serving /walletsolidity/* (default: the --tron-node URL; a self-hosted node serves it on its own port, usually 8091)")

@@ -229,10 +229,23 @@ func (c *Client) Policy(ctx context.Context) (Reply[PolicyView], error) {
 	return Call[PolicyView](ctx, c, SubjectPolicyGet, []byte("{}"))
 }
 
-// SetPolicy puts a new policy version in force (role operator); doc is the
-// policy JSON as PUT /v1/policy takes it, sent as is.
-func (c *Client) SetPolicy(ctx context.Context, doc []byte) (Reply[PolicyView], error) {
-	return Call[PolicyView](ctx, c, SubjectPolicySet, doc)
+// SetPolicy proposes a new policy version (role operator); doc is the
+// policy JSON as PUT /v1/policy takes it, sent as is. Under a quorum of 1
+// it is in force at once (the reply is the policy); otherwise the reply
+// carries the proposal and how many approvals it needs.
+func (c *Client) SetPolicy(ctx context.Context, doc []byte) (Reply[PolicyChangeView], error) {
+	return Call[PolicyChangeView](ctx, c, SubjectPolicySet, doc)
+}
+
+// ApprovePolicy approves the open policy proposal version (role operator,
+// not its proposer).
+func (c *Client) ApprovePolicy(ctx context.Context, version int) (Reply[PolicyChangeView], error) {
+	return Call[PolicyChangeView](ctx, c, SubjectPolicyApprove, policyVersionRequest{version})
+}
+
+// policyVersionRequest is weir.cmd.policy.approve's body.
+type policyVersionRequest struct {
+	Version int `json:"version"`
 }
 
 // QueueSubjects names the subject of each queue.

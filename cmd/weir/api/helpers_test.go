@@ -33,6 +33,7 @@ const (
 	tokCarol  = "carol-token-0003" // approver
 	tokDave   = "dave-token-00004" // requester
 	tokOlivia = "olivia-token-005" // operator, requester
+	tokOscar  = "oscar-token-0006" // operator (a second pair of eyes)
 )
 
 func testPrincipals(t *testing.T) *api.Principals {
@@ -43,6 +44,7 @@ func testPrincipals(t *testing.T) *api.Principals {
 		{Name: "carol", Token: tokCarol, Roles: []api.Role{api.RoleApprover}},
 		{Name: "dave", Token: tokDave, Roles: []api.Role{api.RoleRequester}},
 		{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
+		{Name: "oscar", Token: tokOscar, Roles: []api.Role{api.RoleOperator}},
 	})
 	if err != nil {
 		t.Fatal(err)

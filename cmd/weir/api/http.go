@@ -143,6 +143,9 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	a.handle("PUT", "/v1/policy", cmdPolicySet, true, func(ctx context.Context, p Principal, _ *http.Request, body []byte) (result, error) {
 		return o.setPolicy(ctx, p, body)
 	})
+	a.handle("POST", "/v1/policy/proposals/{version}/approve", cmdPolicyApprove, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
+		return o.approvePolicy(ctx, p, r.PathValue("version"))
+	})
 	a.mux.HandleFunc("GET /healthz", a.healthz)
 	a.allowed["/healthz"] = []string{"GET"}
 	a.mux.Handle("GET /metrics", a.metrics.Handler())
@@ -283,6 +286,9 @@ func (a *httpAPI) handle(method, path, command string, withBody bool, fn handler
 		status := http.StatusOK
 		if res.created {
 			status = http.StatusCreated
+		}
+		if res.accepted {
+			status = http.StatusAccepted
 		}
 		if res.replayed {
 			w.Header().Set(HeaderReplayed, "true")

@@ -31,6 +31,7 @@ type Queues interface {
 // result is a successful command's reply, the same on both transports.
 type result struct {
 	created  bool // HTTP 201 (else 200)
+	accepted bool // HTTP 202: recorded, not yet in effect (a policy proposal)
 	replayed bool // Idempotent-Replayed: true
 	body     any
 }
@@ -57,8 +58,10 @@ const (
 	cmdAccount   = "account.get"
 	cmdPolicyGet = "policy.get"
 	cmdPolicySet = "policy.set"
-	cmdQueue     = "queue"
-	cmdHealth    = "healthz"
+	// cmdPolicyApprove approves an open policy proposal.
+	cmdPolicyApprove = "policy.approve"
+	cmdQueue         = "queue"
+	cmdHealth        = "healthz"
 )
 
 // commandRoles is the role each write needs, checked by both transports
@@ -69,6 +72,8 @@ var commandRoles = map[string]Role{
 	cmdApprove:   RoleApprover,
 	cmdCredit:    RoleOperator,
 	cmdPolicySet: RoleOperator,
+	// approving a policy proposal is an operator's act, not an approver's.
+	cmdPolicyApprove: RoleOperator,
 }
 
 // authorize checks the role command needs.
@@ -210,11 +215,71 @@ func (o *ops) setPolicy(ctx context.Context, p Principal, body []byte) (result, 
 	if err != nil {
 		return result{}, err
 	}
-	pol, err = o.intake.SetPolicy(ctx, pol, p.Name)
+	ch, err := o.intake.ProposePolicy(ctx, pol, p.Name)
 	if err != nil {
 		return result{}, err
 	}
-	return result{body: policyView(pol)}, nil
+	return policyChangeResult(ch), nil
+}
+
+// approvePolicy is POST /v1/policy/proposals/{version}/approve and
+// weir.cmd.policy.approve {"version"}: 200 with the policy once the
+// proposal is in force, 202 with the proposal while it needs more.
+func (o *ops) approvePolicy(ctx context.Context, p Principal, version string) (result, error) {
+	v, err := strconv.Atoi(version)
+	if err != nil || v < 1 || strconv.Itoa(v) != version {
+		return result{}, apiError(CodeNotFound, "version", fmt.Sprintf("no policy proposal %q", version))
+	}
+	ch, err := o.intake.ApprovePolicy(ctx, v, p.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return policyChangeResult(ch), nil
+}
+
+// policyChangeResult: a change in force is 200 with the policy; a proposal
+// waiting for its quorum is 202 with PolicyProposalBody.
+func policyChangeResult(ch sagas.PolicyChange) result {
+	if ch.Proposal == nil {
+		return result{body: policyView(ch.InForce)}
+	}
+	pr := ch.Proposal
+	v := PolicyProposalView{PolicyView: policyView(pr.Policy), ProposedBy: pr.ProposedBy, Approvals: make([]PolicyApprovalView, len(pr.Approvals))}
+	for i, a := range pr.Approvals {
+		v.Approvals[i] = PolicyApprovalView{By: a.By, At: a.At.UTC()}
+	}
+	return result{accepted: true, body: PolicyProposalBody{Proposal: v, ApprovalsNeeded: ch.ApprovalsNeeded}}
+}
+
+// PolicyProposalBody is the 202 reply of PUT /v1/policy and of an approval
+// that does not yet complete the quorum: {"proposal":{"version","name",
+// "rules","proposed_by","approvals":[{"by","at"}]},"approvals_needed":N}.
+// The proposer is the first approval.
+type PolicyProposalBody struct {
+	Proposal        PolicyProposalView `json:"proposal"`
+	ApprovalsNeeded int                `json:"approvals_needed"`
+}
+
+// PolicyProposalView is an open policy proposal.
+type PolicyProposalView struct {
+	PolicyView
+	ProposedBy string               `json:"proposed_by"`
+	Approvals  []PolicyApprovalView `json:"approvals"`
+}
+
+// PolicyApprovalView is one operator's approval of a proposal.
+type PolicyApprovalView struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// PolicyChangeView decodes either reply of a policy change: the policy in
+// force (200: Version, Name, Rules) or the proposal waiting for its quorum
+// (202: Proposal and ApprovalsNeeded set).
+type PolicyChangeView struct {
+	PolicyView
+	Proposal        *PolicyProposalView `json:"proposal,omitempty"`
+	ApprovalsNeeded int                 `json:"approvals_needed,omitempty"`
 }
 
 // PolicyView is the policy as GET/PUT /v1/policy show it:

@@ -33,7 +33,8 @@ const (
 	SubjectAccountCredit     = "weir.cmd.account.credit"     // {"account","credit_id","amount"}
 	SubjectAccountGet        = "weir.cmd.account.get"        // {"id"}
 	SubjectPolicyGet         = "weir.cmd.policy.get"         // {} (or an empty body)
-	SubjectPolicySet         = "weir.cmd.policy.set"         // the policy JSON, as PUT /v1/policy
+	SubjectPolicySet         = "weir.cmd.policy.set"         // the policy JSON, as PUT /v1/policy (a proposal under a quorum)
+	SubjectPolicyApprove     = "weir.cmd.policy.approve"     // {"version"}, as POST /v1/policy/proposals/{version}/approve
 	SubjectQueueApprovals    = "weir.cmd.queue.approvals"    // {} → {"items":[…]} as GET /v1/queues/approvals
 	SubjectQueueReady        = "weir.cmd.queue.ready"        // {} → as GET /v1/queues/ready
 	SubjectQueueInFlight     = "weir.cmd.queue.in-flight"    // {} → as GET /v1/queues/in-flight
@@ -168,6 +169,13 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		}},
 		{SubjectPolicySet, cmdPolicySet, func(ctx context.Context, p Principal, body []byte) (result, error) {
 			return o.setPolicy(ctx, p, body)
+		}},
+		{SubjectPolicyApprove, cmdPolicyApprove, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			var in policyVersionRequest
+			if err := decodeStrict(body, &in); err != nil {
+				return result{}, err
+			}
+			return o.approvePolicy(ctx, p, strconv.Itoa(in.Version))
 		}},
 		{SubjectQueueApprovals, cmdQueue, queueEndpoint(o, "approvals")},
 		{SubjectQueueReady, cmdQueue, queueEndpoint(o, "ready")},
@@ -361,6 +369,9 @@ func replyMsg(reply string, res result, data []byte, err error) (msg *nats.Msg, 
 		status = http.StatusOK
 		if res.created {
 			status = http.StatusCreated
+		}
+		if res.accepted {
+			status = http.StatusAccepted
 		}
 		if res.replayed {
 			msg.Header.Set(HeaderReplayed, "true")
