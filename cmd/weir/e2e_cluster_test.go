@@ -26,7 +26,10 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	url := startReferenceNATS(t)
 	login := []string{"--nats-url", url, "--nats-user", "weir", "--nats-password", refWeirPassword}
 	a := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile}, login...)...)
-	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--tron-node", a.tronURL, "--tron-http", ""}, login...)...)
+	// B uses A's simulated node as a real one: no dev mode there.
+	principals, custody := devFlagFiles(t)
+	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--tron-node", a.tronURL, "--tron-http", "",
+		"--principals", principals, "--custody", custody}, login...)...)
 	ca := httpClient{t: t, base: a.httpURL}
 	cb := httpClient{t: t, base: b.httpURL}
 

@@ -96,6 +96,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, fmt.Errorf("--daily-limit: %w", err)
 		}
 	}
+	if err := refuseDevDefaults(cfg); err != nil {
+		return nil, err
+	}
 	principals := api.DevPrincipals()
 	devMode := cfg.Principals == ""
 	if !devMode {

@@ -53,6 +53,7 @@ func TestServeSendsTheAPIKeyToBothNodesButNeverLogsIt(t *testing.T) {
 		Data: t.TempDir(), HTTP: "127.0.0.1:0", Sync: "lazy", Workers: 1, memory: true, DailyLimit: "0", LogLevel: "debug",
 		TronNode: full, TronSolidityNode: solid, TronAPIKey: key, SigningKey: keyFile,
 	}
+	cfg.Principals, cfg.Custody = devFlagFiles(t) // a real node: no dev mode
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	eng, err := startEngine(ctx, cfg, log, io.Discard)
