@@ -88,9 +88,13 @@ type ChooseRoute struct {
 // SettleInternally records that the ledger transfer of an internal route is
 // done (approved → confirmed). Policy is the policy in force: approvals are
 // re-checked against it before money moves.
+//
+// Revoked names approvers who no longer hold the role: their approvals do
+// not count.
 type SettleInternally struct {
-	Policy Policy
-	At     time.Time
+	Policy  Policy
+	Revoked []string
+	At      time.Time
 }
 
 // BuildEnvelope writes ahead the first transaction (approved → signing).

@@ -65,7 +65,10 @@ func decideSettleInternally(w Withdrawal, c SettleInternally) (Event, error) {
 	if err := CheckTransition(w.State, EventSettledInternally); err != nil {
 		return nil, err
 	}
-	if err := EnsureApproved(w, c.Policy); err != nil {
+	if err := checkPrincipals("revoked", c.Revoked); err != nil {
+		return nil, err
+	}
+	if err := EnsureApprovedBy(w, c.Policy, c.Revoked); err != nil {
 		return nil, err
 	}
 	return SettledInternally{Account: w.Route.Account(), Amount: w.Amount, PolicyVersion: c.Policy.Version, At: at}, nil

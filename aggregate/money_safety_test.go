@@ -227,3 +227,11 @@ func foldAccount(t *testing.T, a Account, e AccountEvent) Account {
 	}
 	return EvolveAccount(a, e)
 }
+
+func TestInternalSettlementDoesNotCountARevokedApprover(t *testing.T) {
+	w := reach(t, StateApproved, pathOpts{internal: true})
+	decideErr(t, w, SettleInternally{Policy: fourEyes(t), Revoked: []string{"bob"}, At: at(30)}, ErrApprovalsInsufficient)
+	if w := step(t, w, SettleInternally{Policy: fourEyes(t), At: at(30)}); w.State != StateConfirmed {
+		t.Fatal(w.State)
+	}
+}

@@ -72,7 +72,7 @@ func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
 		if wk.crashAt(CrashBeforeSettleInternal, f.w.ID) {
 			return stepStop, ErrCrashed
 		}
-		if err := wk.write(ctx, f, aggregate.SettleInternally{Policy: policy, At: wk.now()}, true); err != nil {
+		if err := wk.write(ctx, f, aggregate.SettleInternally{Policy: policy, Revoked: wk.revoked(f.w), At: wk.now()}, true); err != nil {
 			return stepStop, err
 		}
 		wk.log.Info("settled internally", "withdrawal", f.w.ID, "account", f.w.Route.Account())

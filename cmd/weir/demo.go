@@ -930,6 +930,7 @@ func (d *demoWorld) sceneExpiry() error {
 	if err != nil {
 		return err
 	}
+	oldEnv := w.Envelope
 	oldTxID, exp := w.TxID(), w.Envelope.Expiration
 	margin := sagas.DefaultExpiryMargin.Milliseconds()
 	d.say(1, "no other worker is running. The envelope %s expires at %s chain time; the chain moves on.", demoShort(oldTxID), demoMs(exp))
@@ -974,9 +975,10 @@ func (d *demoWorld) sceneExpiry() error {
 	}
 	if len(w.Retired) > 0 {
 		ev := w.Retired[0].Evidence
-		d.say(1, "the rebuild's evidence (recorded in the event): solid block %d at %s ≥ expiration %s + margin %d s; lookup of %s: %s",
-			ev.SolidBlockNumber, demoMs(ev.SolidBlockTime), demoMs(ev.Expiration), ev.Margin/1000, demoShort(w.Retired[0].TxID), ev.Lookup)
+		d.say(1, "the rebuild's evidence (recorded in the event): solid blocks %d..%d scanned, none holds %s; the last at %s ≥ expiration %s + margin %d s; ids sha256 %s",
+			ev.Scan.From, ev.Scan.To, demoShort(w.Retired[0].TxID), demoMs(ev.Scan.ToTime), demoMs(ev.Expiration), ev.Margin/1000, demoShort(ev.Scan.IDsSHA256))
 		d.expect(ev.Proves(exp) == nil && ev.SolidBlockTime >= exp+margin, "the rebuild carries a chain-time proof of death")
+		d.expect(sagas.VerifyExpiryProof(d.ctx, d.sim, oldEnv, ev) == nil, "the proof holds on the chain: the same blocks, none holding the retired txid")
 	} else {
 		d.fail("%s was not rebuilt", id)
 	}
