@@ -49,7 +49,7 @@ func TestDemoPaysEveryWithdrawalExactlyOnce(t *testing.T) {
 	}
 	for _, evidence := range []string{
 		"Idempotent-Replayed: true", "409 idempotency_conflict", "403 self_approval",
-		"result=found_pending", "withdrawal.rebuilt", "lookup of", "calls worker-2 made to the node: 0",
+		"result=found_pending", "withdrawal.rebuilt", "scanned, none holds", "the proof holds on the chain", "calls worker-2 made to the node: 0",
 	} {
 		if !strings.Contains(out, evidence) {
 			t.Errorf("output lacks the evidence %q", evidence)
