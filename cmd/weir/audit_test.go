@@ -15,6 +15,7 @@ import (
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
@@ -111,18 +112,10 @@ func TestAuditExitsTwoWhenItCannotRun(t *testing.T) {
 	wantCode(t, code, 2, out, errOut)
 	wantContains(t, "no server", errOut, "could not run", "cannot connect")
 
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+	srv := eventstoretest.StartServer(t, &server.Options{JetStream: true,
 		Users: []*server.User{{Username: "nobody", Password: "pw", Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Deny: []string{"$JS.>"}},
 		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("server not ready")
-	}
 	url := fmt.Sprintf("nats://nobody:pw@%s", srv.Addr())
 	start := time.Now()
 	code, out, errOut = runWeir(t, "audit", "--all", "--nats-url", url, "--tron-node", "")

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weir-payouts/weir/cmd/weir/natsauth"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
 // referenceConfig is the server configuration docs/ ships.
@@ -39,19 +40,7 @@ func startReferenceNATS(t *testing.T) string {
 	}
 	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
 	opts.StoreDir = t.TempDir()
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("reference nats-server not ready")
-	}
+	srv := eventstoretest.StartServer(t, opts)
 	// The weir user's password is for the engine, not for every client
 	// command a test runs later in this process.
 	t.Setenv("WEIR_NATS_PASSWORD", "")

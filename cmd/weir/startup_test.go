@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
 // fakeStartup is a startup on a clock that only its pauses move.
@@ -101,15 +102,7 @@ func TestStartupDoesNotRetryAMisconfiguration(t *testing.T) {
 // and serves once it is. The server's JetStream is switched on during
 // start-up's first pause, so the first attempt fails every time.
 func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := eventstoretest.StartServer(t, &server.Options{})
 	pauses := 0
 	var logs syncBuffer
 	cfg := serveConfig{

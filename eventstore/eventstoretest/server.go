@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -98,4 +99,33 @@ func (s *Server) StoreOn(ctx context.Context, nc *nats.Conn, reg *eventstore.Reg
 		s.t.Fatalf("eventstoretest: open store: %v", err)
 	}
 	return store
+}
+
+// StartServer starts a plain nats-server with opts as given — users and
+// permissions, a reference config file, JetStream off — on a free loopback
+// port unless opts names one, and shuts it down when the test ends. It is
+// for tests about the server's configuration; Start is for tests that
+// need the event store.
+func StartServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	if opts.JetStream && opts.StoreDir == "" {
+		opts.StoreDir = t.TempDir()
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("eventstoretest: new nats-server: %v", err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("eventstoretest: nats-server %s not ready", opts.ServerName)
+	}
+	return srv
 }
