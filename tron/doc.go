@@ -16,6 +16,12 @@
 //     land. Only chain time from solid blocks can prove death; the saga owns
 //     that proof, this package only supplies honest inputs for it.
 //
+//   - Serving solid blocks with their transaction ids (Node.SolidBlockByNum),
+//     so that absence can be shown over blocks a backend really has
+//     (ErrBlockNotSolid when it has not), never by one lookup's "unknown".
+//   - Observed: one wrapper that watches every Node call (per-worker counts,
+//     before/after hooks) for the demo, the bench and tests.
+//
 // What it must not do: know about withdrawals, accounts, policies or the
 // event store (it imports only the standard library and crypto libraries),
 // read the wall clock to decide anything about the chain, or log key material.
