@@ -5,11 +5,13 @@
 // default `weir serve`.
 //
 // What this room is for:
+//
 //   - Turning (owner, to, amount, reference block, times) into raw_data bytes
 //     whose sha256 is the txid. Those bytes are produced once and are then the
 //     thing that is stored, signed and sent: nothing here re-serialises a
 //     decoded transaction for hashing or sending (DecodeRaw keeps the original
 //     bytes; EncodeRaw exists to prove byte compatibility, not to rebuild).
+//
 //   - Classifying what a node says (BroadcastResult, TxStatus) without
 //     over-trusting it: DUP, "expired", SERVER_BUSY, unknown codes and
 //     timeouts are ambiguous, never proof that a transaction did or did not
@@ -19,6 +21,7 @@
 //   - Serving solid blocks with their transaction ids (Node.SolidBlockByNum),
 //     so that absence can be shown over blocks a backend really has
 //     (ErrBlockNotSolid when it has not), never by one lookup's "unknown".
+//
 //   - Observed: one wrapper that watches every Node call (per-worker counts,
 //     before/after hooks) for the demo, the bench and tests.
 //
