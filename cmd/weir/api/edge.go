@@ -104,20 +104,42 @@ func NewRateLimiter(perSecond float64, now func() time.Time) *RateLimiter {
 	return &RateLimiter{limit: rate.Limit(perSecond), burst: max(1, int(math.Ceil(2*perSecond))), now: now, buckets: map[string]*rate.Limiter{}}
 }
 
-// allow takes one request from principal's bucket, or refuses with 429
-// rate_limited and the time until a request would be allowed.
-func (r *RateLimiter) allow(principal string) error {
+// maxBuckets bounds the buckets kept; beyond it, full (idle) buckets are
+// forgotten, which changes nothing for their owners.
+const maxBuckets = 10000
+
+// failedAuthKey is the bucket of a client address's failed
+// authentications; the NUL keeps it apart from every principal's name.
+func failedAuthKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "\x00unauthenticated " + host
+}
+
+// allow takes one request from key's bucket (a principal's name), or
+// refuses with 429 rate_limited and the time until a request would be
+// allowed.
+func (r *RateLimiter) allow(key string) error {
 	if r == nil || r.limit == rate.Inf {
 		return nil
 	}
+	now := r.now()
 	r.mu.Lock()
-	b, ok := r.buckets[principal]
+	b, ok := r.buckets[key]
 	if !ok {
+		if len(r.buckets) >= maxBuckets {
+			for k, old := range r.buckets {
+				if old.TokensAt(now) >= float64(r.burst) {
+					delete(r.buckets, k)
+				}
+			}
+		}
 		b = rate.NewLimiter(r.limit, r.burst)
-		r.buckets[principal] = b
+		r.buckets[key] = b
 	}
 	r.mu.Unlock()
-	now := r.now()
 	if b.AllowN(now, 1) {
 		return nil
 	}
@@ -127,7 +149,7 @@ func (r *RateLimiter) allow(principal string) error {
 		res.CancelAt(now)
 	}
 	return &retryAfter{
-		err:   apiError(CodeRateLimited, "", fmt.Sprintf("%s exceeds %g requests per second; retry after %s", principal, float64(r.limit), wait.Round(time.Millisecond))),
+		err:   apiError(CodeRateLimited, "", fmt.Sprintf("more than %g requests per second; retry after %s", float64(r.limit), wait.Round(time.Millisecond))),
 		after: wait,
 	}
 }

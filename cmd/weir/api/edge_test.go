@@ -399,3 +399,22 @@ func TestHTTPServerBoundsEveryPhase(t *testing.T) {
 		t.Errorf("MaxHeaderBytes %d", srv.MaxHeaderBytes)
 	}
 }
+
+// Guessing tokens over HTTP: an address's failed authentications draw on a
+// budget of their own (as a principal's requests do), so a guesser gets
+// 429 after the burst while a valid principal is served.
+func TestFailedAuthenticationsAreRateLimitedPerAddress(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := newEnv(t, envOpts{rateLimit: api.NewRateLimiter(1, clock.now)}) // burst 2
+	for range 2 {
+		wantErr(t, e.do(t, "GET", "/v1/policy", "guess-guess-guess", nil), http.StatusUnauthorized, api.CodeUnauthenticated, "")
+	}
+	r := e.do(t, "GET", "/v1/policy", "guess-guess-guess", nil)
+	wantErr(t, r, http.StatusTooManyRequests, api.CodeRateLimited, "")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	wantStatus(t, e.do(t, "GET", "/v1/policy", tokBob, nil), http.StatusOK)
+	clock.add(time.Second)
+	wantErr(t, e.do(t, "GET", "/v1/policy", "guess-guess-guess", nil), http.StatusUnauthorized, api.CodeUnauthenticated, "")
+}

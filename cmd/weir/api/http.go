@@ -243,6 +243,12 @@ func (a *httpAPI) handle(method, path, command string, withBody bool, fn handler
 		}
 		p, ok := a.cfg.Principals.Authenticate(r.Header.Get(HeaderAuthorization))
 		if !ok {
+			// Guessing tokens: each client address's failures draw on a
+			// budget of their own, as a principal's requests do.
+			if err := a.cfg.RateLimit.allow(failedAuthKey(r)); err != nil {
+				a.fail(w, r, err)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 			a.fail(w, r, apiError(CodeUnauthenticated, "", "a valid Authorization: Bearer <token> header is required"))
 			return
