@@ -17,10 +17,15 @@
 // authorised) is an error.
 //
 // The rules it re-derives come from aggregate/ (transition table, deciders'
-// checks via aggregate.Audit, distinct approvals, account folding and
-// invariants); this package adds only what a single decider cannot see:
-// history (the policy in force then and now), the envelope's bytes, the
-// agreement between streams, and the chain.
+// checks via aggregate.AuditRecorded on the server's record times, distinct
+// approvals, account folding and invariants via aggregate.ReplayAccount);
+// this package adds only what a single decider cannot see: history (the
+// policy in force then and now), the envelope's bytes, the agreement
+// between streams (back-pointers, reservations, txids written ahead once),
+// and the chain. With a node, every proof the log relies on is checked
+// again on the solid blocks it cites (sagas.VerifyExpiryProof,
+// sagas.VerifyFailure) and every confirmation against its block; a node
+// that cannot answer leaves a note, never a violation.
 //
 // What it must not do: append anything (it only reads), trust a value the
 // checked event carries about itself when the log can say otherwise, read
