@@ -1,12 +1,17 @@
 package audit_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/sagas/audit"
+	"github.com/weir-payouts/weir/tron"
 )
 
 // TestAuditOfOneWithdrawalRunsTheCrossStreamChecks: `audit ID` sees what
@@ -103,5 +108,36 @@ func TestAuditJudgesLeasesOnServerTime(t *testing.T) {
 	rep := h.one(id, true)
 	if w := rep.Withdrawal; w.Version != 6 {
 		t.Fatalf("both claims should be in the log: version %d", w.Version)
+	}
+}
+
+// TestAuditNotesProofsANodeCannotServe: a node that answers lookups but
+// not blocks cannot refute a proof or a confirmation: each is a note
+// ("could not be checked"), never a violation, and the report says so.
+func TestAuditNotesProofsANodeCannotServe(t *testing.T) {
+	h := newHistory(t)
+	h.rebuiltAndPaid("40", "bob")
+	node := tron.NewObserved(h.chain.sim)
+	node.Before = func(_ context.Context, m tron.NodeMethod) error {
+		if m == tron.NodeSolidBlockByNum || m == tron.NodeSolidTxInfosByBlockNum {
+			return errors.New("backend gone")
+		}
+		return nil
+	}
+	rep, err := audit.All(t.Context(), h.store, audit.Options{Node: node, NodeURL: "flaky"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || !rep.Chain.Checked || rep.Chain.LookupErrors != 2 || !strings.Contains(rep.Chain.Note, "2 proof(s) could not be checked") {
+		t.Fatalf("ok %v chain %+v\nviolations:\n%s", rep.OK, rep.Chain, findingsText(rep.Violations))
+	}
+	var notes int
+	for _, f := range rep.Notes {
+		if strings.Contains(f.What, "could not be checked: ") && strings.Contains(f.What, "backend gone") {
+			notes++
+		}
+	}
+	if notes != 2 {
+		t.Fatalf("notes:\n%s", findingsText(rep.Notes))
 	}
 }
