@@ -9,6 +9,45 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// durableConfig is the durable consumer Consume relies on; VerifyConsumer
+// checks a running one against it.
+func (s *Store) durableConfig(durable, filterType string) (jetstream.ConsumerConfig, error) {
+	if err := validToken(durable); err != nil {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: durable name %q: %v", ErrInvalidKey, durable, err)
+	}
+	filter := s.cfg.SubjectPrefix + ".*.*"
+	if filterType != "" {
+		if err := validToken(filterType); err != nil {
+			return jetstream.ConsumerConfig{}, fmt.Errorf("%w: filter type %q: %v", ErrInvalidKey, filterType, err)
+		}
+		filter = s.cfg.SubjectPrefix + "." + filterType + ".*"
+	}
+	return jetstream.ConsumerConfig{
+		Durable:       durable,
+		FilterSubject: filter,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 256,
+		Replicas:      s.cfg.Replicas,
+	}, nil
+}
+
+// EnsureConsumer creates the durable consumer Consume reads (or brings an
+// edited one back to its configuration), so that a caller can know it
+// exists before the consuming loop starts.
+func (s *Store) EnsureConsumer(ctx context.Context, durable, filterType string) (jetstream.Consumer, error) {
+	cfg, err := s.durableConfig(durable, filterType)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: durable consumer %s: %w", durable, err)
+	}
+	return cons, nil
+}
+
 // Consume delivers records to handle through a durable consumer named
 // durable, so a process manager (saga) resumes after a crash exactly where
 // its acknowledgements stopped: no startup scan, no reaper. A record is
@@ -22,27 +61,9 @@ import (
 // it (and, when that returns nil, it is acknowledged and never handled).
 func (s *Store) Consume(ctx context.Context, durable, filterType string, handle func(Record) error, opts ...ReadOption) error {
 	o := readOpts(opts)
-	if err := validToken(durable); err != nil {
-		return fmt.Errorf("%w: durable name %q: %v", ErrInvalidKey, durable, err)
-	}
-	filter := s.cfg.SubjectPrefix + ".*.*"
-	if filterType != "" {
-		if err := validToken(filterType); err != nil {
-			return fmt.Errorf("%w: filter type %q: %v", ErrInvalidKey, filterType, err)
-		}
-		filter = s.cfg.SubjectPrefix + "." + filterType + ".*"
-	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, jetstream.ConsumerConfig{
-		Durable:       durable,
-		FilterSubject: filter,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: 256,
-		Replicas:      s.cfg.Replicas,
-	})
+	cons, err := s.EnsureConsumer(ctx, durable, filterType)
 	if err != nil {
-		return fmt.Errorf("eventstore: durable consumer %s: %w", durable, err)
+		return err
 	}
 	for ctx.Err() == nil {
 		it, err := cons.Messages()

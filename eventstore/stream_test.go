@@ -198,3 +198,47 @@ func TestEmbeddedListenerRefusesWhatClientAuthDoesNot(t *testing.T) {
 		nc.Close()
 	}
 }
+
+// TestVerifyProbesWritesWithoutStoringAndNamesAnEdit: a healthy stream
+// verifies and the write probe leaves the log as it was; a stream an admin
+// gave a retention limit, or deleted, is named.
+func TestVerifyProbesWritesWithoutStoringAndNamesAnEdit(t *testing.T) {
+	e := startMem(t)
+	nc, err := e.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := testCtx(t)
+	s := openStore(t, nc, Config{Memory: true}, testRegistry())
+	mustAppend(t, s, Key{Type: "thing", ID: "probe"}, Position{}, Event{Type: evOpened})
+	before, _ := s.LastSequence(ctx)
+	for range 3 {
+		if err := s.Verify(ctx); err != nil {
+			t.Fatalf("healthy stream: %v", err)
+		}
+	}
+	if after, _ := s.LastSequence(ctx); after != before {
+		t.Fatalf("the write probe stored something: last sequence %d → %d", before, after)
+	}
+
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctx, "WEIR_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(ctx); !errors.Is(err, ErrStreamMismatch) || !strings.Contains(err.Error(), "max_age") {
+		t.Fatalf("max_age edit: %v", err)
+	}
+	if err := js.DeleteStream(ctx, "WEIR_EVENTS"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(ctx); !errors.Is(err, ErrStoreUnhealthy) {
+		t.Fatalf("deleted stream: %v", err)
+	}
+}

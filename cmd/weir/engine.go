@@ -60,6 +60,8 @@ type engine struct {
 	// simulated chain) that stopped on its own: money would stop moving,
 	// so /healthz must say so.
 	died atomic.Pointer[error]
+	// verified caches the store checks /healthz runs.
+	verified cachedCheck
 	// stops run (in reverse) after the workers and sagas have stopped.
 	stops []func(context.Context) error
 }
@@ -182,6 +184,12 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	}); err != nil {
 		return nil, err
 	}
+	// What the guarantees rest on (limits, deny-delete/purge, not sealed,
+	// a leader that takes writes): a stream edited behind weir's back is a
+	// refusal naming what is wrong, never a silent start.
+	if err := e.up.do(ctx, "event stream check", e.store.Verify); err != nil {
+		return nil, fmt.Errorf("refusing to start: %w (inspect it with `nats stream info %s`; weir never loosens it back itself)", err, e.store.StreamName())
+	}
 	e.repo = sagas.NewRepo(e.store)
 	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
 	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
@@ -268,6 +276,13 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
 		return nil, err
 	}
+	// The ledger's durable consumer exists before anything reports healthy.
+	if err := e.up.do(ctx, "ledger consumer", func(ctx context.Context) error {
+		_, err := e.store.EnsureConsumer(ctx, sagas.LedgerConsumer, "")
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -337,8 +352,8 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 // health reports whether the store answers, the read models follow the
 // log and the workers run.
 func (e *engine) health(ctx context.Context) error {
-	if _, err := e.store.LastSequence(ctx); err != nil {
-		return fmt.Errorf("store: %w", err)
+	if err := e.verified.check(ctx, e.verifyStore); err != nil {
+		return err
 	}
 	if err := e.projector.Err(); err != nil {
 		return fmt.Errorf("projections: %w", err)
@@ -347,6 +362,39 @@ func (e *engine) health(ctx context.Context) error {
 		return *err
 	}
 	return nil
+}
+
+// verifyStore checks the stream (config and a write probe) and the
+// ledger's durable consumer: an edit, a seal, a deleted stream or consumer
+// is a 503 naming it.
+func (e *engine) verifyStore(ctx context.Context) error {
+	if err := e.store.Verify(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := e.store.VerifyConsumer(ctx, sagas.LedgerConsumer, ""); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	return nil
+}
+
+// cachedCheck runs a check at most once per second: /healthz is
+// unauthenticated, and a flood of it must not become a flood of JetStream
+// API calls.
+type cachedCheck struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+func (c *cachedCheck) check(ctx context.Context, run func(context.Context) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < time.Second {
+		return c.err
+	}
+	c.err = run(ctx)
+	c.at = time.Now()
+	return c.err
 }
 
 // fail records that a background loop stopped on its own.
