@@ -21,10 +21,6 @@ const (
 // its scale.
 var AccountAsset = USDT
 
-// CodeInvariant is reported by CheckInvariants; it never comes out of a
-// decider, whose events preserve the invariants.
-const CodeInvariant = "invariant_violated"
-
 // AccountCommand is something asked of an account.
 type AccountCommand interface{ isAccountCommand() }
 

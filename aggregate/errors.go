@@ -61,6 +61,9 @@ const (
 	CodeNoReservation         = "no_reservation"
 	CodeUnknownEvent          = "unknown_event"
 	CodeInvalidEvent          = "invalid_event"
+	// CodeInvariant is reported by CheckInvariants; it never comes out of
+	// a decider, whose events preserve the invariants.
+	CodeInvariant = "invariant_violated"
 )
 
 // Sentinels for errors.Is. They carry only a code; errors returned by this
