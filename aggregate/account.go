@@ -32,6 +32,9 @@ type Credit struct {
 	Amount   Amount
 	At       time.Time
 	By       string // the principal who made it (recorded, not part of the idempotency key)
+	// ReviewAbove, when greater than zero, is the amount above which the
+	// credit waits for a second operator (see ApproveCredit).
+	ReviewAbove Amount
 }
 
 // InternalCreditPrefix starts the credit id of every internal transfer's
@@ -101,7 +104,8 @@ type AccountCredited struct {
 	WithdrawalID string    `json:"withdrawal_id,omitempty"`
 	Amount       Amount    `json:"amount"`
 	At           time.Time `json:"at"`
-	By           string    `json:"by,omitempty"` // the principal who made an operator credit; empty on internal transfers and older events
+	By           string    `json:"by,omitempty"`          // the principal who made an operator credit; empty on internal transfers and older events
+	ApprovedBy   string    `json:"approved_by,omitempty"` // the second operator, for a credit that waited for review
 }
 
 // creditKey is where a credit is kept: operator credits by their id,
@@ -196,9 +200,11 @@ type Account struct {
 
 	credited, available, reserved, settled Amount
 
-	credits      map[string]Amount      // credit id → amount
-	reservations map[string]Reservation // withdrawal id → reservation
-	daily        map[string]Amount      // UTC day → reserved that day, not released
+	credits      map[string]Amount        // credit id → amount
+	pending      map[string]PendingCredit // credit id → credit waiting for review
+	approvedBy   map[string]string        // credit id → the second operator who approved it
+	reservations map[string]Reservation   // withdrawal id → reservation
+	daily        map[string]Amount        // UTC day → reserved that day, not released
 }
 
 // Available is the money that can be reserved.
@@ -328,7 +334,25 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 			}
 			return nil, newError(CodeIdempotencyConflict, "credit_id", "credit %s was already recorded with amount %s", c.CreditID, prev)
 		}
+		if p, ok := a.pending[c.CreditID]; ok {
+			if p.Amount.Equal(amount) {
+				return nil, nil // already waiting for review
+			}
+			return nil, newError(CodeIdempotencyConflict, "credit_id", "credit %s is already waiting for review with amount %s", c.CreditID, p.Amount)
+		}
+		if err := a.checkCeiling(amount); err != nil {
+			return nil, err
+		}
+		if c.ReviewAbove.Sign() > 0 && amount.Cmp(c.ReviewAbove) > 0 {
+			if err := checkToken(CodeInvalidCommand, "by", c.By); err != nil {
+				return nil, err
+			}
+			return AccountCreditRequested{Account: c.Account, CreditID: c.CreditID, Amount: amount, By: c.By, ReviewAbove: c.ReviewAbove, At: at}, nil
+		}
 		return AccountCredited{Account: c.Account, CreditID: c.CreditID, Amount: amount, At: at, By: c.By}, nil
+
+	case ApproveCredit:
+		return decideApproveCredit(a, c)
 
 	case CreditInternal:
 		if err := checkAccountID(a, c.Account); err != nil {
@@ -475,6 +499,14 @@ func checkAccountEvent(a Account, e AccountEvent) error {
 		if ev.Amount.Sign() <= 0 {
 			return newError(CodeInvalidAmount, "amount", "must be greater than zero")
 		}
+		if err := checkReviewedCredit(a, ev); err != nil {
+			return err
+		}
+	case AccountCreditRequested:
+		account = ev.Account
+		if err := checkReviewedCredit(a, ev); err != nil {
+			return err
+		}
 	case AccountReserved:
 		account = ev.Account
 		if _, ok := a.reservations[ev.WithdrawalID]; ok || ev.WithdrawalID == "" {
@@ -514,6 +546,8 @@ func checkAccountEvent(a Account, e AccountEvent) error {
 // owned returns a copy of a whose maps belong to the copy alone.
 func (a Account) owned() Account {
 	a.credits = cloneOrMake(a.credits)
+	a.pending = cloneOrMake(a.pending)
+	a.approvedBy = cloneOrMake(a.approvedBy)
 	a.reservations = cloneOrMake(a.reservations)
 	a.daily = cloneOrMake(a.daily)
 	return a
@@ -595,8 +629,15 @@ func mutate(a *Account, e AccountEvent) {
 	case AccountCredited:
 		a.ID = ev.Account
 		a.credits[ev.creditKey()] = ev.Amount
+		delete(a.pending, ev.CreditID)
+		if ev.ApprovedBy != "" {
+			a.approvedBy[ev.CreditID] = ev.ApprovedBy
+		}
 		a.credited = a.credited.Add(ev.Amount)
 		a.available = a.available.Add(ev.Amount)
+	case AccountCreditRequested:
+		a.ID = ev.Account
+		a.pending[ev.CreditID] = PendingCredit{CreditID: ev.CreditID, Amount: ev.Amount, By: ev.By, At: ev.At}
 	case AccountReserved:
 		a.ID = ev.Account
 		a.reservations[ev.WithdrawalID] = Reservation{

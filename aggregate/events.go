@@ -43,10 +43,11 @@ var withdrawalDecoders = map[string]decoder[Event]{
 }
 
 var accountDecoders = map[string]decoder[AccountEvent]{
-	EventAccountCredited: decodeInto[AccountCredited, AccountEvent],
-	EventAccountReserved: decodeInto[AccountReserved, AccountEvent],
-	EventAccountReleased: decodeInto[AccountReleased, AccountEvent],
-	EventAccountSettled:  decodeInto[AccountSettled, AccountEvent],
+	EventAccountCredited:        decodeInto[AccountCredited, AccountEvent],
+	EventAccountCreditRequested: decodeInto[AccountCreditRequested, AccountEvent],
+	EventAccountReserved:        decodeInto[AccountReserved, AccountEvent],
+	EventAccountReleased:        decodeInto[AccountReleased, AccountEvent],
+	EventAccountSettled:         decodeInto[AccountSettled, AccountEvent],
 }
 
 var policyDecoders = map[string]decoder[PolicyEvent]{

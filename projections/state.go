@@ -276,6 +276,8 @@ type AccountEntry struct {
 	Reserved  aggregate.Amount        `json:"reserved"`
 	Settled   aggregate.Amount        `json:"settled"`
 	Held      []aggregate.Reservation `json:"held"`
+	// Pending are the credits waiting for a second operator.
+	Pending []aggregate.PendingCredit `json:"pending,omitempty"`
 }
 
 // View is the account as the API shows it.
@@ -317,7 +319,7 @@ func accountSnapshot(id string, a aggregate.Account) AccountEntry {
 	return AccountEntry{
 		ID: id, Version: a.Version,
 		Credited: a.Credited(), Available: a.Available(), Reserved: a.Reserved(), Settled: a.Settled(),
-		Held: held,
+		Held: held, Pending: a.PendingCredits(),
 	}
 }
 
@@ -403,6 +405,9 @@ func restoreAccount(e AccountEntry) (aggregate.Account, error) {
 	for _, r := range e.Held {
 		evs = append(evs, aggregate.AccountReserved{Account: e.ID, WithdrawalID: r.WithdrawalID, Amount: r.Amount, Day: r.Day, At: r.At})
 	}
+	for _, p := range e.Pending {
+		evs = append(evs, aggregate.AccountCreditRequested{Account: e.ID, CreditID: p.CreditID, Amount: p.Amount, By: p.By, At: p.At})
+	}
 	a := aggregate.FoldAccount(evs)
 	a.ID, a.Version = e.ID, e.Version
 	if err := a.CheckInvariants(); err != nil {
@@ -412,6 +417,9 @@ func restoreAccount(e AccountEntry) (aggregate.Account, error) {
 	if !got.Credited.Equal(e.Credited) || !got.Available.Equal(e.Available) ||
 		!got.Reserved.Equal(e.Reserved) || !got.Settled.Equal(e.Settled) {
 		return aggregate.Account{}, fmt.Errorf("account %s: restored balances %+v differ from the snapshot's %+v", e.ID, got.View(), e.View())
+	}
+	if len(got.Pending) != len(e.Pending) {
+		return aggregate.Account{}, fmt.Errorf("account %s: restored %d credits waiting for review, the snapshot has %d", e.ID, len(got.Pending), len(e.Pending))
 	}
 	if !slices.EqualFunc(got.Held, e.Held, sameReservation) {
 		return aggregate.Account{}, fmt.Errorf("account %s: restored %d held reservations, the snapshot has %d (or they differ)", e.ID, len(got.Held), len(e.Held))

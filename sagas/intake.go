@@ -39,7 +39,8 @@ type Intake struct {
 	ledger *Ledger
 	now    Clock
 
-	policyQuorum int // see SetPolicyQuorum; 0 reads as 1
+	policyQuorum int              // see SetPolicyQuorum; 0 reads as 1
+	reviewAbove  aggregate.Amount // see SetCreditReviewAbove; zero: no review
 }
 
 // NewIntake returns the application layer over repo. The ledger performs
@@ -259,28 +260,40 @@ type CreditInput struct {
 	By       string          `json:"-"` // the authenticated principal, recorded on the credit
 }
 
-// Credit adds money to an account, idempotent by credit id.
+// Credit adds money to an account, idempotent by credit id (see
+// CreditWithReview for a credit that waits for a second operator).
 func (in *Intake) Credit(ctx context.Context, c CreditInput) (aggregate.AccountView, bool, error) {
+	v, _, replayed, err := in.CreditWithReview(ctx, c)
+	return v, replayed, err
+}
+
+// CreditWithReview is Credit that also says when the credit, being above
+// the review amount (SetCreditReviewAbove), waits for a second operator
+// instead: pending is then set and the balances have not changed.
+func (in *Intake) CreditWithReview(ctx context.Context, c CreditInput) (view aggregate.AccountView, pending *aggregate.PendingCredit, replayed bool, err error) {
 	if err := aggregate.ValidateAccountID(c.Account); err != nil {
-		return aggregate.AccountView{}, false, err
+		return aggregate.AccountView{}, nil, false, err
 	}
 	if c.CreditID == "" {
-		return aggregate.AccountView{}, false, &aggregate.Error{Code: aggregate.CodeInvalidCommand, Field: "credit_id", Message: "credit_id is required"}
+		return aggregate.AccountView{}, nil, false, &aggregate.Error{Code: aggregate.CodeInvalidCommand, Field: "credit_id", Message: "credit_id is required"}
 	}
 	if len(c.Amount) == 0 {
-		return aggregate.AccountView{}, false, &aggregate.Error{Code: aggregate.CodeInvalidAmount, Field: "amount", Message: "amount is required (a decimal string)"}
+		return aggregate.AccountView{}, nil, false, &aggregate.Error{Code: aggregate.CodeInvalidAmount, Field: "amount", Message: "amount is required (a decimal string)"}
 	}
 	amount, err := aggregate.ParseAmountJSON(aggregate.AccountAsset, c.Amount)
 	if err != nil {
-		return aggregate.AccountView{}, false, err
+		return aggregate.AccountView{}, nil, false, err
 	}
 	a, events, err := in.repo.UpdateAccount(ctx, c.Account, aggregate.Credit{
-		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(), By: c.By,
+		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(), By: c.By, ReviewAbove: in.reviewAbove,
 	})
 	if err != nil {
-		return aggregate.AccountView{}, false, err
+		return aggregate.AccountView{}, nil, false, err
 	}
-	return a.View(), len(events) == 0, nil
+	if p, ok := a.PendingCredit(c.CreditID); ok {
+		pending = &p
+	}
+	return a.View(), pending, len(events) == 0, nil
 }
 
 // Account returns an account's balances; an account with no events is not

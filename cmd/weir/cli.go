@@ -466,9 +466,14 @@ func eventSummary(typ string, data json.RawMessage) string {
 // ---- credit, balance ----
 
 func runCredit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "approve" {
+		return runCreditApprove(ctx, args[1:], stdout, stderr)
+	}
 	fs := clientFlagSet("credit", "credit --account A --credit-id X --amount 100 [flags]",
 		"Credits an account (role operator). --credit-id makes it idempotent: the same credit\n"+
-			"again is a replay; the same id with another amount is idempotency_conflict.", stderr)
+			"again is a replay; the same id with another amount is idempotency_conflict. A credit\n"+
+			"above serve --credit-review-above waits for a second operator: weir credit approve.\n"+
+			"A credit that would take the balance past the asset's maximum is refused.", stderr)
 	o := addClientFlags(fs)
 	account := fs.String("account", "", "account to credit")
 	creditID := fs.String("credit-id", "", "your id for this credit (e.g. the deposit's reference)")
@@ -487,8 +492,39 @@ func runCredit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	req := api.CreditRequest{Account: *account, CreditID: *creditID, Amount: *amount}
-	return clientExec(ctx, o, "credit", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.AccountView], error) {
+	return clientExec(ctx, o, "credit", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.CreditView], error) {
 		return c.Credit(ctx, req)
+	}, func(r api.Reply[api.CreditView]) error {
+		if p := r.Value.PendingCredit; p != nil {
+			fmt.Fprintf(stdout, "credit %s of %s by %s waits for a second operator (balances unchanged):\n", p.CreditID, p.Amount, p.By)
+			fmt.Fprintf(stdout, "  weir credit approve --account %s --credit-id %s\n", r.Value.ID, p.CreditID)
+		}
+		return printAccountReply(stdout)(api.Reply[aggregate.AccountView]{Value: r.Value.AccountView, Data: r.Data, Replayed: r.Replayed})
+	})
+}
+
+func runCreditApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := clientFlagSet("credit approve", "credit approve --account A --credit-id X [flags]",
+		"Approves a credit waiting for review (role operator, not the one who made it): the\n"+
+			"account is credited. Approving it again is a replay.", stderr)
+	o := addClientFlags(fs)
+	account := fs.String("account", "", "account of the credit")
+	creditID := fs.String("credit-id", "", "the credit's id")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(fs, pos, 0); err != nil {
+		return err
+	}
+	if *account == "" || *creditID == "" {
+		fmt.Fprintln(stderr, "weir credit approve: --account and --credit-id are required")
+		fmt.Fprintln(stderr)
+		fs.Usage()
+		return errUsage
+	}
+	return clientExec(ctx, o, "credit approve", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.AccountView], error) {
+		return c.ApproveCredit(ctx, *account, *creditID)
 	}, printAccountReply(stdout))
 }
 

@@ -92,6 +92,12 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("--workers must be ≥ 0")
 	}
+	reviewAbove := aggregate.Amount{}
+	if cfg.CreditReviewAbove != "" && cfg.CreditReviewAbove != "0" {
+		if reviewAbove, err = aggregate.ParseAmount(aggregate.AccountAsset, cfg.CreditReviewAbove); err != nil {
+			return nil, fmt.Errorf("--credit-review-above: %w", err)
+		}
+	}
 	dailyLimit := aggregate.Amount{}
 	if cfg.DailyLimit != "" && cfg.DailyLimit != "0" {
 		if dailyLimit, err = aggregate.ParseAmount(aggregate.USDT, cfg.DailyLimit); err != nil {
@@ -194,6 +200,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
 	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
 	e.intake.SetPolicyQuorum(quorum)
+	e.intake.SetCreditReviewAbove(reviewAbove)
 
 	// The policy in force: --policy becomes the next version when it says
 	// something new; with no flag the stored policy stays, and a fresh store

@@ -20,26 +20,27 @@ func init() {
 // serveConfig is every `weir serve` flag (CONTRACT.md), each also read from
 // WEIR_<FLAG>.
 type serveConfig struct {
-	Data             string
-	HTTP             string
-	NATSAddr         string
-	NATSURL          string
-	Replicas         int
-	Sync             string
-	Workers          int
-	Principals       string
-	Policy           string
-	PolicyQuorum     int // 0: 2, or 1 in dev mode
-	Custody          string
-	TronNode         string
-	TronSolidityNode string
-	TronAPIKey       string // never logged
-	TronHTTP         string
-	SimBlockInterval time.Duration
-	SimSolidityLag   int
-	DailyLimit       string
-	SigningKey       string
-	LogLevel         string
+	Data              string
+	HTTP              string
+	NATSAddr          string
+	NATSURL           string
+	Replicas          int
+	Sync              string
+	Workers           int
+	Principals        string
+	Policy            string
+	PolicyQuorum      int // 0: 2, or 1 in dev mode
+	Custody           string
+	TronNode          string
+	TronSolidityNode  string
+	TronAPIKey        string // never logged
+	TronHTTP          string
+	SimBlockInterval  time.Duration
+	SimSolidityLag    int
+	DailyLimit        string
+	CreditReviewAbove string // "0": no review
+	SigningKey        string
+	LogLevel          string
 	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
 	MaxConns        int
 	MaxConnsPerAddr int
@@ -83,6 +84,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.TronHTTP, "tron-http", "127.0.0.1:8090", "where the simulated node serves its java-tron-shaped HTTP API (empty: not served)")
 	fs.DurationVar(&c.SimBlockInterval, "sim-block-interval", time.Second, "wall time per simulated block (chain time always advances 3 s a block)")
 	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")
+	fs.StringVar(&c.CreditReviewAbove, "credit-review-above", "0", "credits above this amount wait for a second operator (weir credit approve); 0 = none")
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -214,9 +214,17 @@ func (c *Client) Events(ctx context.Context, id string) (Reply[EventsBody], erro
 	return Call[EventsBody](ctx, c, SubjectWithdrawalEvents, idRequest{id})
 }
 
-// Credit credits an account (role operator).
-func (c *Client) Credit(ctx context.Context, req CreditRequest) (Reply[aggregate.AccountView], error) {
-	return Call[aggregate.AccountView](ctx, c, SubjectAccountCredit, req)
+// Credit credits an account (role operator). Above the service's
+// --credit-review-above the credit waits for a second operator: the reply
+// then carries PendingCredit and the balances are unchanged.
+func (c *Client) Credit(ctx context.Context, req CreditRequest) (Reply[CreditView], error) {
+	return Call[CreditView](ctx, c, SubjectAccountCredit, req)
+}
+
+// ApproveCredit is a second operator's approval of a credit waiting for
+// review (role operator, not the credit's maker).
+func (c *Client) ApproveCredit(ctx context.Context, account, creditID string) (Reply[aggregate.AccountView], error) {
+	return Call[aggregate.AccountView](ctx, c, SubjectAccountCreditApprove, creditApproveBody{account, creditID})
 }
 
 // Account reads account id's balances.

@@ -125,6 +125,9 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	a.handle("POST", "/v1/accounts/{id}/credits", cmdCredit, true, func(ctx context.Context, p Principal, r *http.Request, body []byte) (result, error) {
 		return o.credit(ctx, p, r.PathValue("id"), body)
 	})
+	a.handle("POST", "/v1/accounts/{id}/credits/{credit_id}/approve", cmdCreditApprove, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
+		return o.approveCredit(ctx, p, r.PathValue("id"), r.PathValue("credit_id"))
+	})
 	a.handle("GET", "/v1/accounts/{id}", cmdAccount, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 		return o.account(ctx, p, r.PathValue("id"))
 	})

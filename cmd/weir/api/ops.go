@@ -49,15 +49,17 @@ type ops struct {
 // Command names: the "command" label of the latency histogram and the
 // keys of commandRoles (most NATS subjects are weir.cmd.<name>).
 const (
-	cmdRequest   = "withdrawal.request"
-	cmdGet       = "withdrawal.get"
-	cmdEvents    = "withdrawal.events"
-	cmdApprove   = "withdrawal.approve"
-	cmdCancel    = "withdrawal.cancel"
-	cmdCredit    = "account.credit"
-	cmdAccount   = "account.get"
-	cmdPolicyGet = "policy.get"
-	cmdPolicySet = "policy.set"
+	cmdRequest = "withdrawal.request"
+	cmdGet     = "withdrawal.get"
+	cmdEvents  = "withdrawal.events"
+	cmdApprove = "withdrawal.approve"
+	cmdCancel  = "withdrawal.cancel"
+	cmdCredit  = "account.credit"
+	// cmdCreditApprove is a second operator's approval of a reviewed credit.
+	cmdCreditApprove = "account.credit.approve"
+	cmdAccount       = "account.get"
+	cmdPolicyGet     = "policy.get"
+	cmdPolicySet     = "policy.set"
 	// cmdPolicyApprove approves an open policy proposal.
 	cmdPolicyApprove = "policy.approve"
 	cmdQueue         = "queue"
@@ -68,10 +70,11 @@ const (
 // before the body is read. Reads need any authenticated principal; cancel
 // is judged by the application layer (its requester or an operator).
 var commandRoles = map[string]Role{
-	cmdRequest:   RoleRequester,
-	cmdApprove:   RoleApprover,
-	cmdCredit:    RoleOperator,
-	cmdPolicySet: RoleOperator,
+	cmdRequest:       RoleRequester,
+	cmdApprove:       RoleApprover,
+	cmdCredit:        RoleOperator,
+	cmdCreditApprove: RoleOperator,
+	cmdPolicySet:     RoleOperator,
 	// approving a policy proposal is an operator's act, not an approver's.
 	cmdPolicyApprove: RoleOperator,
 }
@@ -173,11 +176,50 @@ func (o *ops) credit(ctx context.Context, p Principal, pathAccount string, body 
 	case in.Account != nil:
 		account = *in.Account
 	}
-	v, replayed, err := o.intake.Credit(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount, By: p.Name})
+	v, pending, replayed, err := o.intake.CreditWithReview(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount, By: p.Name})
+	if err != nil {
+		return result{}, err
+	}
+	if pending != nil {
+		// Above --credit-review-above: recorded, waiting for a second operator.
+		body := CreditView{AccountView: v, PendingCredit: &PendingCreditView{
+			CreditID: pending.CreditID, Amount: pending.Amount.String(), By: pending.By, At: pending.At.UTC(),
+		}}
+		return result{accepted: true, replayed: replayed, body: body}, nil
+	}
+	return result{created: !replayed, replayed: replayed, body: v}, nil
+}
+
+// approveCredit is POST /v1/accounts/{id}/credits/{credit_id}/approve and
+// weir.cmd.account.credit.approve {"account","credit_id"}: a second
+// operator credits a credit waiting for review (201; again: 200 replayed).
+func (o *ops) approveCredit(ctx context.Context, p Principal, account, creditID string) (result, error) {
+	v, replayed, err := o.intake.ApproveCredit(ctx, account, creditID, p.Name)
 	if err != nil {
 		return result{}, err
 	}
 	return result{created: !replayed, replayed: replayed, body: v}, nil
+}
+
+// CreditView is the reply of a credit: the account's balances and, when
+// the credit waits for a second operator (202), the pending credit.
+type CreditView struct {
+	aggregate.AccountView
+	PendingCredit *PendingCreditView `json:"pending_credit,omitempty"`
+}
+
+// PendingCreditView is a credit waiting for a second operator.
+type PendingCreditView struct {
+	CreditID string    `json:"credit_id"`
+	Amount   string    `json:"amount"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// creditApproveBody is weir.cmd.account.credit.approve's body.
+type creditApproveBody struct {
+	Account  string `json:"account"`
+	CreditID string `json:"credit_id"`
 }
 
 func (o *ops) account(ctx context.Context, _ Principal, id string) (result, error) {

@@ -25,19 +25,20 @@ const ServiceName = "weir"
 // Subjects of the NATS commands (CONTRACT.md; events and account.get are
 // additions the CLI uses).
 const (
-	SubjectWithdrawalRequest = "weir.cmd.withdrawal.request" // body as POST /v1/withdrawals
-	SubjectWithdrawalApprove = "weir.cmd.withdrawal.approve" // {"id"}
-	SubjectWithdrawalCancel  = "weir.cmd.withdrawal.cancel"  // {"id"}
-	SubjectWithdrawalGet     = "weir.cmd.withdrawal.get"     // {"id"}
-	SubjectWithdrawalEvents  = "weir.cmd.withdrawal.events"  // {"id"}
-	SubjectAccountCredit     = "weir.cmd.account.credit"     // {"account","credit_id","amount"}
-	SubjectAccountGet        = "weir.cmd.account.get"        // {"id"}
-	SubjectPolicyGet         = "weir.cmd.policy.get"         // {} (or an empty body)
-	SubjectPolicySet         = "weir.cmd.policy.set"         // the policy JSON, as PUT /v1/policy (a proposal under a quorum)
-	SubjectPolicyApprove     = "weir.cmd.policy.approve"     // {"version"}, as POST /v1/policy/proposals/{version}/approve
-	SubjectQueueApprovals    = "weir.cmd.queue.approvals"    // {} → {"items":[…]} as GET /v1/queues/approvals
-	SubjectQueueReady        = "weir.cmd.queue.ready"        // {} → as GET /v1/queues/ready
-	SubjectQueueInFlight     = "weir.cmd.queue.in-flight"    // {} → as GET /v1/queues/in-flight
+	SubjectWithdrawalRequest    = "weir.cmd.withdrawal.request"     // body as POST /v1/withdrawals
+	SubjectWithdrawalApprove    = "weir.cmd.withdrawal.approve"     // {"id"}
+	SubjectWithdrawalCancel     = "weir.cmd.withdrawal.cancel"      // {"id"}
+	SubjectWithdrawalGet        = "weir.cmd.withdrawal.get"         // {"id"}
+	SubjectWithdrawalEvents     = "weir.cmd.withdrawal.events"      // {"id"}
+	SubjectAccountCredit        = "weir.cmd.account.credit"         // {"account","credit_id","amount"}
+	SubjectAccountCreditApprove = "weir.cmd.account.credit.approve" // {"account","credit_id"}
+	SubjectAccountGet           = "weir.cmd.account.get"            // {"id"}
+	SubjectPolicyGet            = "weir.cmd.policy.get"             // {} (or an empty body)
+	SubjectPolicySet            = "weir.cmd.policy.set"             // the policy JSON, as PUT /v1/policy (a proposal under a quorum)
+	SubjectPolicyApprove        = "weir.cmd.policy.approve"         // {"version"}, as POST /v1/policy/proposals/{version}/approve
+	SubjectQueueApprovals       = "weir.cmd.queue.approvals"        // {} → {"items":[…]} as GET /v1/queues/approvals
+	SubjectQueueReady           = "weir.cmd.queue.ready"            // {} → as GET /v1/queues/ready
+	SubjectQueueInFlight        = "weir.cmd.queue.in-flight"        // {} → as GET /v1/queues/in-flight
 )
 
 // DefaultMaxConcurrent bounds the NATS commands handled at once.
@@ -159,6 +160,13 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		{SubjectWithdrawalEvents, cmdEvents, withID(o.events)},
 		{SubjectAccountCredit, cmdCredit, func(ctx context.Context, p Principal, body []byte) (result, error) {
 			return o.credit(ctx, p, "", body)
+		}},
+		{SubjectAccountCreditApprove, cmdCreditApprove, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			var in creditApproveBody
+			if err := decodeStrict(body, &in); err != nil {
+				return result{}, err
+			}
+			return o.approveCredit(ctx, p, in.Account, in.CreditID)
 		}},
 		{SubjectAccountGet, cmdAccount, withID(o.account)},
 		{SubjectPolicyGet, cmdPolicyGet, func(ctx context.Context, p Principal, body []byte) (result, error) {
