@@ -41,6 +41,14 @@
 //     (sagas.UnavailableError) and are 503 unavailable;
 //     anything not in the table is logged and answered 500 internal without
 //     its text.
+//   - Edges (edge.go): NewHTTPServer sets every timeout and a header cap;
+//     LimitListener caps HTTP connections in total and per client address
+//     (evicting idle ones at the total cap); MaxInFlight bounds requests
+//     handled at once (503 beyond); RateLimiter gives each principal, and
+//     each address's failed authentications, a token bucket shared by
+//     both transports (429 rate_limited + Retry-After); a NATS reply that
+//     would exceed the max payload is 413 reply_too_large; every queue
+//     answers pages (limit, keyset cursor).
 //   - Observability: each request is logged with slog (method, path,
 //     status, principal, duration) and counted on a private Prometheus
 //     registry served on /metrics (Metrics; the wiring adds its own

@@ -100,10 +100,11 @@ type ServiceConfig struct {
 // and its body is the HTTP API's error document
 // {"error":{"code","message","field"}} (field omitted when none). The
 // status is StatusTable[code]: 400 malformed_json, 401 unauthenticated,
-// 403 forbidden/self_approval, 404 not_found, 409, 413 too_large, 422,
+// 403 forbidden/self_approval, 404 not_found, 409, 413 too_large and
+// reply_too_large, 422, 429 rate_limited (with a Retry-After header),
 // 500 internal, 503 unavailable. A client tests for the
 // Nats-Service-Error-Code header; when present it decodes the body as
-// ErrorBody.
+// ErrorBody (Client does this).
 //
 // Handlers run in their own goroutines (at most MaxConcurrent at once), so
 // a slow command never holds up another on the same subject. Because they
