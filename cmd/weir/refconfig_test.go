@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,37 @@ func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 	code, out, errOut = runWeir(t, "audit", "--all", "--tron-node", "", "--nats-url", url, "--nats-user", "auditor", "--nats-password", refAuditorPassword)
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "audit", out, "OK")
+}
+
+// TestNATSPasswordsAreNeverLogged: weir serve given its NATS password in
+// --nats-url (as people do) logs the URL redacted, and a client command
+// that cannot connect names the server without the password.
+func TestNATSPasswordsAreNeverLogged(t *testing.T) {
+	url := startReferenceNATS(t)
+	withPassword := strings.Replace(url, "nats://", "nats://weir:"+refWeirPassword+"@", 1)
+	var logs syncBuffer
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: withPassword, Sync: "lazy", Workers: 1, memory: true,
+		SimBlockInterval: time.Hour, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "debug",
+	}
+	cfg.natsLog = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "weir:REDACTED@") {
+		t.Fatalf("the external NATS URL is not logged (redacted):\n%s", logs.String())
+	}
+	code, out, errOut := runWeir(t, "show", "--nats-url", "nats://weir:"+refWeirPassword+"@127.0.0.1:1", "--token", "x", "11111111-2222-4333-8444-000000000001")
+	if code == 0 {
+		t.Fatalf("connected to nothing: %s", out)
+	}
+	for what, text := range map[string]string{"serve log": logs.String(), "client output": out + errOut} {
+		if strings.Contains(text, refWeirPassword) {
+			t.Fatalf("%s shows the NATS password:\n%s", what, text)
+		}
+	}
 }
