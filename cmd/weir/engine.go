@@ -157,7 +157,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		if e.emb != nil {
 			nc, err = e.emb.Connect(nats.Name(name))
 		} else {
-			nc, err = eventstore.ConnectURL(cfg.NATSURL, append([]nats.Option{nats.Name(name)}, extAuth...)...)
+			err = e.up.do(ctx, "NATS at "+eventstore.RedactURL(cfg.NATSURL), func(context.Context) (err error) {
+				nc, err = eventstore.ConnectURL(cfg.NATSURL, append([]nats.Option{nats.Name(name)}, extAuth...)...)
+				return err
+			})
 		}
 		if err == nil {
 			e.conns = append(e.conns, nc)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/eventstore"
@@ -81,11 +82,11 @@ func (s *startup) do(ctx context.Context, what string, op func(context.Context) 
 }
 
 // notReady reports errors a slow or forming cluster gives before it can
-// serve JetStream: timeouts and lost connections (eventstore.Unavailable,
-// and the same translated by sagas.Repo), and placement refused while the
-// cluster's peers or leaders are not there yet.
+// serve JetStream: no server listening yet, timeouts and lost connections
+// (eventstore.Unavailable, and the same translated by sagas.Repo), and
+// placement refused while the cluster's peers or leaders are not there yet.
 func notReady(err error) bool {
-	if eventstore.Unavailable(err) || errors.Is(err, sagas.ErrUnavailable) {
+	if eventstore.Unavailable(err) || errors.Is(err, sagas.ErrUnavailable) || errors.Is(err, nats.ErrNoServers) {
 		return true
 	}
 	var apiErr *jetstream.APIError

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,37 @@ func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
 	c := httpClient{t: t, base: "http://" + eng.httpAddr}
 	if code, _, body := c.do("POST", "/v1/accounts/ops/credits", "dev-olivia-token", `{"credit_id":"c1","amount":"5"}`); code != 201 {
 		t.Fatalf("credit after start-up: %d %v", code, body)
+	}
+}
+
+// TestServeWaitsForNATSToComeUp: `weir serve --nats-url` started before
+// its NATS server listens waits for it instead of exiting. The server
+// starts during start-up's first pause.
+func TestServeWaitsForNATSToComeUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	var logs syncBuffer
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", port), Replicas: 1, Sync: "lazy",
+		memory: true, StartupWait: time.Minute, DailyLimit: "0",
+		startupPause: func(context.Context, time.Duration) error {
+			eventstoretest.StartServer(t, &server.Options{Port: port, JetStream: true})
+			return nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := startEngine(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), io.Discard)
+	if err != nil {
+		t.Fatalf("weir serve did not wait for NATS: %v\n%s", err, logs.String())
+	}
+	defer eng.Close(context.Background())
+	want := fmt.Sprintf(`msg="start-up: waiting for NATS" waiting_for="NATS at nats://127.0.0.1:%d"`, port)
+	if strings.Count(logs.String(), "start-up: waiting for NATS") != 1 || !strings.Contains(logs.String(), want) {
+		t.Fatalf("want one wait, for the connection:\n%s", logs.String())
 	}
 }
