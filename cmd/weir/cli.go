@@ -594,9 +594,18 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := wantArgs(fs, pos, 0); err != nil {
 			return err
 		}
-		return clientExec(ctx, o, "policy show", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyView], error) {
+		return clientExec(ctx, o, "policy show", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyChangeView], error) {
 			return c.Policy(ctx)
-		}, printPolicyReply(stdout, false))
+		}, func(r api.Reply[api.PolicyChangeView]) error {
+			if err := printPolicyRules(stdout, r.Value.PolicyView); err != nil {
+				return err
+			}
+			if r.Value.Proposal != nil {
+				fmt.Fprintln(stdout)
+				return printPolicyChange(stdout)(api.Reply[api.PolicyChangeView]{Value: api.PolicyChangeView{Proposal: r.Value.Proposal, ApprovalsNeeded: r.Value.ApprovalsNeeded}})
+			}
+			return nil
+		})
 	case "set":
 		fs := clientFlagSet("policy set", "policy set --file FILE [flags]",
 			"Proposes a new policy version (role operator). It takes effect once serve --policy-quorum\n"+
@@ -658,16 +667,6 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return errUsage
 }
 
-func printPolicyReply(stdout io.Writer, set bool) func(api.Reply[api.PolicyView]) error {
-	return func(r api.Reply[api.PolicyView]) error {
-		p := r.Value
-		if set {
-			fmt.Fprintf(stdout, "policy version %d in force\n", p.Version)
-		}
-		return printPolicyRules(stdout, p)
-	}
-}
-
 func printPolicyRules(stdout io.Writer, p api.PolicyView) error {
 	fmt.Fprintf(stdout, "policy %q version %d\n", p.Name, p.Version)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -684,7 +683,8 @@ func printPolicyChange(stdout io.Writer) func(api.Reply[api.PolicyChangeView]) e
 	return func(r api.Reply[api.PolicyChangeView]) error {
 		pr := r.Value.Proposal
 		if pr == nil {
-			return printPolicyReply(stdout, true)(api.Reply[api.PolicyView]{Value: r.Value.PolicyView, Data: r.Data})
+			fmt.Fprintf(stdout, "policy version %d in force\n", r.Value.Version)
+			return printPolicyRules(stdout, r.Value.PolicyView)
 		}
 		by := make([]string, len(pr.Approvals))
 		for i, a := range pr.Approvals {

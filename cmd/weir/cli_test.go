@@ -31,6 +31,7 @@ const (
 	tokCarol  = "carol-token-0003" // approver
 	tokOlivia = "olivia-token-005" // operator, requester
 	tokAudrey = "audrey-token-006" // auditor only: reads the event log, nothing else
+	tokOscar  = "oscar-token-0007" // operator: the second pair of eyes
 
 	cliTestAddr = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
 )
@@ -58,6 +59,7 @@ func newStack(t *testing.T, withService bool) *stack {
 		{Name: "carol", Token: tokCarol, Roles: []api.Role{api.RoleApprover}},
 		{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
 		{Name: "audrey", Token: tokAudrey, Roles: []api.Role{api.RoleAuditor}},
+		{Name: "oscar", Token: tokOscar, Roles: []api.Role{api.RoleOperator}},
 	})
 	if err != nil {
 		t.Fatal(err)

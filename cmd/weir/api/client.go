@@ -232,9 +232,9 @@ func (c *Client) Account(ctx context.Context, id string) (Reply[aggregate.Accoun
 	return Call[aggregate.AccountView](ctx, c, SubjectAccountGet, idRequest{id})
 }
 
-// Policy reads the policy in force.
-func (c *Client) Policy(ctx context.Context) (Reply[PolicyView], error) {
-	return Call[PolicyView](ctx, c, SubjectPolicyGet, []byte("{}"))
+// Policy reads the policy in force and the open proposal, if any.
+func (c *Client) Policy(ctx context.Context) (Reply[PolicyChangeView], error) {
+	return Call[PolicyChangeView](ctx, c, SubjectPolicyGet, []byte("{}"))
 }
 
 // SetPolicy proposes a new policy version (role operator); doc is the

@@ -230,12 +230,22 @@ func (o *ops) account(ctx context.Context, _ Principal, id string) (result, erro
 	return result{body: v}, nil
 }
 
+// policy is the policy in force and, when one is open, the proposal
+// waiting for its quorum ("proposal", "approvals_needed"; absent otherwise).
 func (o *ops) policy(ctx context.Context, _ Principal) (result, error) {
 	pol, err := o.intake.Policy(ctx)
 	if err != nil {
 		return result{}, err
 	}
-	return result{body: policyView(pol)}, nil
+	v := PolicyChangeView{PolicyView: policyView(pol)}
+	pr, need, err := o.intake.PolicyProposal(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	if pr != nil {
+		v.Proposal, v.ApprovalsNeeded = proposalView(pr), need
+	}
+	return result{body: v}, nil
 }
 
 // setPolicy: a body that is not JSON at all is 400 malformed_json; a JSON
@@ -285,12 +295,15 @@ func policyChangeResult(ch sagas.PolicyChange) result {
 	if ch.Proposal == nil {
 		return result{body: policyView(ch.InForce)}
 	}
-	pr := ch.Proposal
-	v := PolicyProposalView{PolicyView: policyView(pr.Policy), ProposedBy: pr.ProposedBy, Approvals: make([]PolicyApprovalView, len(pr.Approvals))}
+	return result{accepted: true, body: PolicyProposalBody{Proposal: *proposalView(ch.Proposal), ApprovalsNeeded: ch.ApprovalsNeeded}}
+}
+
+func proposalView(pr *aggregate.PolicyProposal) *PolicyProposalView {
+	v := &PolicyProposalView{PolicyView: policyView(pr.Policy), ProposedBy: pr.ProposedBy, Approvals: make([]PolicyApprovalView, len(pr.Approvals))}
 	for i, a := range pr.Approvals {
 		v.Approvals[i] = PolicyApprovalView{By: a.By, At: a.At.UTC()}
 	}
-	return result{accepted: true, body: PolicyProposalBody{Proposal: v, ApprovalsNeeded: ch.ApprovalsNeeded}}
+	return v
 }
 
 // PolicyProposalBody is the 202 reply of PUT /v1/policy and of an approval
@@ -317,7 +330,8 @@ type PolicyApprovalView struct {
 
 // PolicyChangeView decodes either reply of a policy change: the policy in
 // force (200: Version, Name, Rules) or the proposal waiting for its quorum
-// (202: Proposal and ApprovalsNeeded set).
+// (202: Proposal and ApprovalsNeeded set). GET /v1/policy answers it with
+// both: the policy in force and the open proposal, if any.
 type PolicyChangeView struct {
 	PolicyView
 	Proposal        *PolicyProposalView `json:"proposal,omitempty"`

@@ -108,3 +108,19 @@ func TestQuorumOfOneKeepsPutInForceAtOnce(t *testing.T) {
 		t.Fatalf("%s", r.body)
 	}
 }
+
+// GET /v1/policy shows the open proposal beside the policy in force, so a
+// second operator can find what to approve.
+func TestGetPolicyShowsTheOpenProposal(t *testing.T) {
+	e := newEnv(t)
+	e.intake.SetPolicyQuorum(2)
+	if m := e.do(t, "GET", "/v1/policy", tokBob, nil).json(t); m["proposal"] != nil {
+		t.Fatalf("no proposal open, yet: %v", m)
+	}
+	wantStatus(t, e.do(t, "PUT", "/v1/policy", tokOlivia, onePolicy), http.StatusAccepted)
+	r, err := api.NewClient(e.client, tokBob).Policy(t.Context())
+	if err != nil || r.Value.Version != 0 || r.Value.Proposal == nil || r.Value.Proposal.Version != 1 ||
+		r.Value.Proposal.ProposedBy != "olivia" || r.Value.ApprovalsNeeded != 2 {
+		t.Fatalf("policy with an open proposal: %+v %v", r.Value, err)
+	}
+}
