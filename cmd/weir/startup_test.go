@@ -98,21 +98,19 @@ func TestStartupDoesNotRetryAMisconfiguration(t *testing.T) {
 	}
 }
 
-// TestServeWaitsForJetStreamToComeUp: `weir serve` pointed at a NATS whose
-// JetStream is not up yet waits for it (logging so) instead of exiting,
-// and serves once it is. The server's JetStream is switched on during
-// start-up's first pause, so the first attempt fails every time.
-func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
-	srv := eventstoretest.StartServer(t, &server.Options{})
+// serveWhileNATSComesUp starts the engine against url; ready runs in
+// start-up's first pause (and only then), playing the cluster that becomes
+// ready meanwhile. It returns the engine and start-up's log.
+func serveWhileNATSComesUp(t *testing.T, url string, ready func() error) (*engine, string) {
+	t.Helper()
 	pauses := 0
 	var logs syncBuffer
 	cfg := serveConfig{
-		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: srv.ClientURL(), Replicas: 1, Sync: "lazy", Workers: 1,
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: url, Replicas: 1, Sync: "lazy", Workers: 1,
 		memory: true, StartupWait: time.Minute, DailyLimit: "0",
 		startupPause: func(context.Context, time.Duration) error {
-			pauses++
-			if pauses == 1 {
-				return srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()})
+			if pauses++; pauses == 1 {
+				return ready()
 			}
 			return nil
 		},
@@ -121,11 +119,23 @@ func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
 	defer cancel()
 	eng, err := startEngine(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), io.Discard)
 	if err != nil {
-		t.Fatalf("weir serve did not wait for JetStream: %v\n%s", err, logs.String())
+		t.Fatalf("weir serve did not wait for NATS: %v\n%s", err, logs.String())
 	}
-	defer eng.Close(context.Background())
-	if !strings.Contains(logs.String(), `msg="start-up: waiting for NATS" waiting_for="event stream"`) {
-		t.Fatalf("start-up did not say what it waited for:\n%s", logs.String())
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	return eng, logs.String()
+}
+
+// TestServeWaitsForJetStreamToComeUp: `weir serve` pointed at a NATS whose
+// JetStream is not up yet waits for it (logging so) instead of exiting,
+// and serves once it is. The server's JetStream is switched on during
+// start-up's first pause, so the first attempt fails every time.
+func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
+	srv := eventstoretest.StartServer(t, &server.Options{})
+	eng, logs := serveWhileNATSComesUp(t, srv.ClientURL(), func() error {
+		return srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()})
+	})
+	if !strings.Contains(logs, `msg="start-up: waiting for NATS" waiting_for="event stream"`) {
+		t.Fatalf("start-up did not say what it waited for:\n%s", logs)
 	}
 	c := httpClient{t: t, base: "http://" + eng.httpAddr}
 	if code, _, body := c.do("POST", "/v1/accounts/ops/credits", "dev-olivia-token", `{"credit_id":"c1","amount":"5"}`); code != 201 {
@@ -143,24 +153,12 @@ func TestServeWaitsForNATSToComeUp(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	var logs syncBuffer
-	cfg := serveConfig{
-		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", port), Replicas: 1, Sync: "lazy",
-		memory: true, StartupWait: time.Minute, DailyLimit: "0",
-		startupPause: func(context.Context, time.Duration) error {
-			eventstoretest.StartServer(t, &server.Options{Port: port, JetStream: true})
-			return nil
-		},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := startEngine(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), io.Discard)
-	if err != nil {
-		t.Fatalf("weir serve did not wait for NATS: %v\n%s", err, logs.String())
-	}
-	defer eng.Close(context.Background())
+	_, logs := serveWhileNATSComesUp(t, fmt.Sprintf("nats://127.0.0.1:%d", port), func() error {
+		eventstoretest.StartServer(t, &server.Options{Port: port, JetStream: true})
+		return nil
+	})
 	want := fmt.Sprintf(`msg="start-up: waiting for NATS" waiting_for="NATS at nats://127.0.0.1:%d"`, port)
-	if strings.Count(logs.String(), "start-up: waiting for NATS") != 1 || !strings.Contains(logs.String(), want) {
-		t.Fatalf("want one wait, for the connection:\n%s", logs.String())
+	if strings.Count(logs, "start-up: waiting for NATS") != 1 || !strings.Contains(logs, want) {
+		t.Fatalf("want one wait, for the connection:\n%s", logs)
 	}
 }
