@@ -355,6 +355,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 		fmt.Fprintf(out, "  account %q funded with %s USDT; withdrawals to %s are internal transfers to account \"treasury\"\n",
 			devFundingAccount, devFundingAmount, devCustodyAddress)
+		if e.emb != nil && e.natsURL != "" {
+			fmt.Fprintf(out, "  NATS logs in with the token too: nats --server %s --token dev-alice-token micro ls\n", e.natsURL)
+		}
 	}
 	return e, nil
 }
