@@ -110,8 +110,15 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	principals := api.DevPrincipals()
 	devMode := cfg.Principals == ""
 	if !devMode {
+		if err := checkPrivateFile("--principals", cfg.Principals); err != nil {
+			return nil, err
+		}
 		if principals, err = api.LoadPrincipals(cfg.Principals); err != nil {
 			return nil, err
+		}
+		if names := principals.Plaintext(); len(names) > 0 {
+			log.Warn("the principals file holds plaintext tokens; store their hashes instead (token_sha256, see `weir principals add`)",
+				"file", cfg.Principals, "principals", names)
 		}
 	}
 	quorum := cfg.PolicyQuorum
@@ -233,6 +240,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	// API) unless --tron-node names a real one.
 	var signer tron.Signer
 	if cfg.SigningKey != "" {
+		if err := checkPrivateFile("--signing-key", cfg.SigningKey); err != nil {
+			return nil, err
+		}
 		if signer, err = tron.LoadKeySigner(cfg.SigningKey); err != nil {
 			return nil, fmt.Errorf("--signing-key: %w", err)
 		}

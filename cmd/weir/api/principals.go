@@ -1,6 +1,9 @@
 package api
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,10 +26,23 @@ const (
 
 // Principal is an authenticated caller: its name is the identity recorded
 // in events (requested_by, approvals[].by), never a field of a request body.
+// In the principals file a principal gives either its token (plaintext,
+// still accepted) or, better, TokenSHA256: the hex SHA-256 of the token,
+// so the file holds nothing a reader could log in with.
 type Principal struct {
-	Name  string `json:"name"`
-	Token string `json:"token"`
-	Roles []Role `json:"roles"`
+	Name        string `json:"name"`
+	Token       string `json:"token,omitempty"`
+	TokenSHA256 string `json:"token_sha256,omitempty"`
+	Roles       []Role `json:"roles"`
+}
+
+// MinTokenLength is the shortest plaintext token accepted.
+const MinTokenLength = 8
+
+// HashToken is the SHA-256 of a token, as token_sha256 stores it (hex).
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
 }
 
 // Has reports whether p holds role r. An operator is also an auditor.
@@ -40,16 +56,21 @@ func (p Principal) Has(r Role) bool {
 // String never shows the token.
 func (p Principal) String() string { return p.Name }
 
-// Principals resolves bearer tokens to principals.
+// Principals resolves bearer tokens to principals. It keeps only the
+// tokens' hashes for the lookup: a token is hashed and the hash compared
+// in constant time, so neither the map nor the comparison times the
+// secret itself.
 type Principals struct {
-	byToken map[string]Principal
-	list    []Principal
+	byHash    map[[sha256.Size]byte]int // → index in list
+	list      []Principal
+	plaintext []string // names whose file entry has a plaintext token
 }
 
-// NewPrincipals validates a principal list: names and tokens non-empty and
-// unique, roles known.
+// NewPrincipals validates a principal list: names non-empty and unique,
+// exactly one of token (at least MinTokenLength characters) or
+// token_sha256 (64 hex digits), tokens unique, roles known.
 func NewPrincipals(list []Principal) (*Principals, error) {
-	ps := &Principals{byToken: map[string]Principal{}}
+	ps := &Principals{byHash: map[[sha256.Size]byte]int{}}
 	names := map[string]bool{}
 	for i, p := range list {
 		switch {
@@ -57,12 +78,26 @@ func NewPrincipals(list []Principal) (*Principals, error) {
 			return nil, fmt.Errorf("principal %d: name is empty", i)
 		case names[p.Name]:
 			return nil, fmt.Errorf("principal %q: duplicate name", p.Name)
-		case len(p.Token) < 8:
-			return nil, fmt.Errorf("principal %q: token must be at least 8 characters", p.Name)
-		case ps.byToken[p.Token].Name != "":
-			return nil, fmt.Errorf("principal %q: token shared with %q", p.Name, ps.byToken[p.Token].Name)
+		case p.Token != "" && p.TokenSHA256 != "":
+			return nil, fmt.Errorf("principal %q: give token or token_sha256, not both", p.Name)
+		case p.Token == "" && p.TokenSHA256 == "":
+			return nil, fmt.Errorf("principal %q: no token or token_sha256", p.Name)
+		case p.Token != "" && len(p.Token) < MinTokenLength:
+			return nil, fmt.Errorf("principal %q: token must be at least %d characters", p.Name, MinTokenLength)
 		case len(p.Roles) == 0:
 			return nil, fmt.Errorf("principal %q: no roles", p.Name)
+		}
+		var h [sha256.Size]byte
+		if p.Token != "" {
+			h = sha256.Sum256([]byte(p.Token))
+			ps.plaintext = append(ps.plaintext, p.Name)
+		} else if b, err := hex.DecodeString(p.TokenSHA256); err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("principal %q: token_sha256 must be 64 hex digits", p.Name)
+		} else {
+			copy(h[:], b)
+		}
+		if j, dup := ps.byHash[h]; dup {
+			return nil, fmt.Errorf("principal %q: token shared with %q", p.Name, ps.list[j].Name)
 		}
 		for _, r := range p.Roles {
 			if r != RoleRequester && r != RoleApprover && r != RoleOperator && r != RoleAuditor {
@@ -70,7 +105,7 @@ func NewPrincipals(list []Principal) (*Principals, error) {
 			}
 		}
 		names[p.Name] = true
-		ps.byToken[p.Token] = p
+		ps.byHash[h] = len(ps.list)
 		ps.list = append(ps.list, p)
 	}
 	if len(ps.list) == 0 {
@@ -78,6 +113,10 @@ func NewPrincipals(list []Principal) (*Principals, error) {
 	}
 	return ps, nil
 }
+
+// Plaintext names the principals whose token the file holds in plaintext
+// (serve warns about them outside dev mode).
+func (ps *Principals) Plaintext() []string { return slices.Clone(ps.plaintext) }
 
 // LoadPrincipals reads the JSON file given to --principals.
 func LoadPrincipals(path string) (*Principals, error) {
@@ -130,6 +169,22 @@ func (ps *Principals) Authenticate(header string) (Principal, bool) {
 // ByToken resolves a bare token (the NATS connect's auth_token or
 // password).
 func (ps *Principals) ByToken(token string) (Principal, bool) {
-	p, ok := ps.byToken[token]
-	return p, ok
+	if token == "" {
+		return Principal{}, false
+	}
+	h := sha256.Sum256([]byte(token))
+	i, ok := ps.byHash[h]
+	if !ok {
+		return Principal{}, false
+	}
+	p := ps.list[i]
+	want := sha256.Sum256([]byte(p.Token))
+	if p.Token == "" {
+		b, _ := hex.DecodeString(p.TokenSHA256)
+		copy(want[:], b)
+	}
+	if subtle.ConstantTimeCompare(h[:], want[:]) != 1 {
+		return Principal{}, false
+	}
+	return p, true
 }
