@@ -114,6 +114,16 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	return positional, nil
 }
 
+// parseArgs is parseInterspersed, then wantArgs: the flags anywhere, and
+// exactly n positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, n int) ([]string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, wantArgs(fs, pos, n)
+}
+
 // wantArgs checks the number of positional arguments.
 func wantArgs(fs *flag.FlagSet, got []string, n int) error {
 	if len(got) != n {
@@ -219,11 +229,8 @@ func runRequest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	to := fs.String("to", "", "destination address (TRON base58)")
 	amount := fs.String("amount", "", "amount as a decimal, e.g. 12.50 (sent as a JSON string)")
 	asset := fs.String("asset", "USDT-TRC20", "asset")
-	pos, err := parseInterspersed(fs, args)
+	_, err := parseArgs(fs, args, 0)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
 		return err
 	}
 	var missing []string
@@ -265,11 +272,8 @@ func withdrawalCommand(ctx context.Context, name string, call func(*api.Client, 
 	about string, args []string, stdout, stderr io.Writer) error {
 	fs := clientFlagSet(name, name+" ID [flags]", about, stderr)
 	o := addClientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseArgs(fs, args, 1)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
 	return clientExec(ctx, o, name, stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
@@ -357,11 +361,8 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"Lists the withdrawal's events in order: version, time, type, the state after it, and\n"+
 			"its key data. `weir audit ID` replays the same events and checks them.", stderr)
 	o := addClientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseArgs(fs, args, 1)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
 	return clientExec(ctx, o, "events", stdout, stderr,
@@ -478,11 +479,8 @@ func runCredit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	account := fs.String("account", "", "account to credit")
 	creditID := fs.String("credit-id", "", "your id for this credit (e.g. the deposit's reference)")
 	amount := fs.String("amount", "", "amount as a decimal (sent as a JSON string)")
-	pos, err := parseInterspersed(fs, args)
+	_, err := parseArgs(fs, args, 0)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
 		return err
 	}
 	if *account == "" || *creditID == "" || *amount == "" {
@@ -510,11 +508,8 @@ func runCreditApprove(ctx context.Context, args []string, stdout, stderr io.Writ
 	o := addClientFlags(fs)
 	account := fs.String("account", "", "account of the credit")
 	creditID := fs.String("credit-id", "", "the credit's id")
-	pos, err := parseInterspersed(fs, args)
+	_, err := parseArgs(fs, args, 0)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 0); err != nil {
 		return err
 	}
 	if *account == "" || *creditID == "" {
@@ -533,11 +528,8 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"Shows an account's balances: available, reserved (held for withdrawals in progress)\n"+
 			"and settled (paid out).", stderr)
 	o := addClientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseArgs(fs, args, 1)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
 	return clientExec(ctx, o, "balance", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.AccountView], error) {
@@ -587,11 +579,8 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"Prints the approval policy in force: its version and rules. A rule applies to amounts\n"+
 				"strictly above its threshold and needs that many distinct approvers (never the requester).", stderr)
 		o := addClientFlags(fs)
-		pos, err := parseInterspersed(fs, args[1:])
+		_, err := parseArgs(fs, args[1:], 0)
 		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 0); err != nil {
 			return err
 		}
 		return clientExec(ctx, o, "policy show", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[api.PolicyChangeView], error) {
@@ -616,11 +605,8 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				"queued withdrawals, loosening never does.", stderr)
 		o := addClientFlags(fs)
 		file := fs.String("file", "", "policy JSON file (- for stdin)")
-		pos, err := parseInterspersed(fs, args[1:])
+		_, err := parseArgs(fs, args[1:], 0)
 		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 0); err != nil {
 			return err
 		}
 		if *file == "" {
@@ -646,11 +632,8 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"Approves the open policy proposal VERSION (role operator; its proposer cannot). The\n"+
 				"approval that completes the quorum puts it in force; approving twice counts once.", stderr)
 		o := addClientFlags(fs)
-		pos, err := parseInterspersed(fs, args[1:])
+		pos, err := parseArgs(fs, args[1:], 1)
 		if err != nil {
-			return err
-		}
-		if err := wantArgs(fs, pos, 1); err != nil {
 			return err
 		}
 		version, err := strconv.Atoi(pos[0])
@@ -707,11 +690,8 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var page api.Page
 	fs.IntVar(&page.Limit, "limit", api.DefaultPageLimit, fmt.Sprintf("items per page (at most %d)", api.MaxPageLimit))
 	fs.StringVar(&page.Cursor, "cursor", "", "where the page starts: the cursor the page before printed")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseArgs(fs, args, 1)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(fs, pos, 1); err != nil {
 		return err
 	}
 	if _, ok := api.QueueSubjects[pos[0]]; !ok {
