@@ -44,3 +44,18 @@ func TestPolicyAndCreditApprovalsFromTheCLI(t *testing.T) {
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "credit approve", out, "available  500")
 }
+
+func TestPolicyQuorumDefaultsToTwoOutsideDevMode(t *testing.T) {
+	for _, tc := range []struct {
+		flag int
+		dev  bool
+		want int
+	}{{0, false, 2}, {0, true, 1}, {3, false, 3}, {1, false, 1}, {2, true, 2}} {
+		if got, err := policyQuorum(tc.flag, tc.dev); err != nil || got != tc.want {
+			t.Errorf("policyQuorum(%d, dev=%v) = %d, %v; want %d", tc.flag, tc.dev, got, err, tc.want)
+		}
+	}
+	if _, err := policyQuorum(-1, false); err == nil {
+		t.Error("a negative quorum was accepted")
+	}
+}

@@ -121,14 +121,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 				"file", cfg.Principals, "principals", names)
 		}
 	}
-	quorum := cfg.PolicyQuorum
-	switch {
-	case quorum < 0:
-		return nil, fmt.Errorf("--policy-quorum %d: at least 1 (0 = the default)", quorum)
-	case quorum == 0 && devMode:
-		quorum = 1
-	case quorum == 0:
-		quorum = 2
+	quorum, err := policyQuorum(cfg.PolicyQuorum, devMode)
+	if err != nil {
+		return nil, err
 	}
 	var policy *aggregate.Policy
 	if cfg.Policy != "" {
@@ -605,4 +600,18 @@ func (r readYourWrites) Ready(now time.Time) []aggregate.Withdrawal {
 func (r readYourWrites) InFlight(now time.Time) []projections.InFlightItem {
 	r.catchUp()
 	return r.p.InFlight(now)
+}
+
+// policyQuorum resolves --policy-quorum: 0 is the default, 2 distinct
+// operators (1 in dev mode, whose principals are public anyway).
+func policyQuorum(flag int, devMode bool) (int, error) {
+	switch {
+	case flag < 0:
+		return 0, fmt.Errorf("--policy-quorum %d: at least 1 (0 = the default)", flag)
+	case flag > 0:
+		return flag, nil
+	case devMode:
+		return 1, nil
+	}
+	return 2, nil
 }

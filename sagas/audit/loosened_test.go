@@ -1,12 +1,16 @@
 package audit_test
 
 import (
+	"encoding/json"
 	"errors"
+	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
+	"github.com/weir-payouts/weir/sagas"
 )
 
 // Finding (issue 11): a policy loosened after a request was applied to the
@@ -81,4 +85,31 @@ func TestAuditJudgesPolicyChangesByQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantFinding(t, h.all(false), "policy", pos.Sequence, "olivia approved it twice")
+}
+
+// A credit that waited for review and was then credited on its maker's
+// word alone is named by the audit, as is a credit past the asset's
+// maximum.
+func TestAuditNamesCreditsWithoutASecondOperatorOrPastTheMaximum(t *testing.T) {
+	h := newHistory(t)
+	h.intake.SetCreditReviewAbove(aggregate.MustParseAmount(aggregate.USDT, "10000"))
+	if _, pending, _, err := h.intake.CreditWithReview(t.Context(), sagas.CreditInput{Account: "ops", CreditID: "big", Amount: json.RawMessage(`"50000"`), By: "olivia"}); err != nil || pending == nil {
+		t.Fatalf("credit above review: %v %v", pending, err)
+	}
+	h.forgeAccount("ops", aggregate.AccountCredited{Account: "ops", CreditID: "big", Amount: aggregate.MustParseAmount(aggregate.USDT, "50000"), By: "olivia", ApprovedBy: "olivia", At: h.at()})
+	top, err := aggregate.FromUnits(aggregate.USDT, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.forgeAccount("mint", aggregate.AccountCredited{Account: "mint", CreditID: "m1", Amount: top, By: "olivia", At: h.at()})
+	h.forgeAccount("mint", aggregate.AccountCredited{Account: "mint", CreditID: "m2", Amount: top, By: "olivia", At: h.at()})
+	rep := h.all(false)
+	var self, past bool
+	for _, f := range rep.Violations {
+		self = self || (f.Check == "account" && f.Account == "ops" && strings.Contains(f.What, "approved by someone other than olivia"))
+		past = past || (f.Check == "account" && f.Account == "mint" && strings.Contains(f.What, "above the maximum"))
+	}
+	if !self || !past {
+		t.Fatalf("self-approved credit named: %v, credit past the maximum named: %v\n%s", self, past, findingsText(rep.Violations))
+	}
 }
