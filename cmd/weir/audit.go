@@ -36,7 +36,10 @@ const defaultAuditNode = "http://127.0.0.1:8090"
 // window, so eventstore.Open finds nothing to update (it would otherwise
 // bring the stream to the settings it is given — on a cluster, Replicas 1
 // would shrink an R3 stream). A missing stream is an error, not created.
-func openStoreForAudit(ctx context.Context, nc *nats.Conn) (*eventstore.Store, error) {
+//
+// With sealer (--event-key), every event's tag is verified: one that does
+// not verify is a violation named by its stream sequence.
+func openStoreForAudit(ctx context.Context, nc *nats.Conn, sealer eventstore.Sealer) (*eventstore.Store, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -55,6 +58,7 @@ func openStoreForAudit(ctx context.Context, nc *nats.Conn) (*eventstore.Store, e
 		Memory:      cfg.Storage == jetstream.MemoryStorage,
 		Replicas:    max(cfg.Replicas, 1),
 		DedupWindow: cfg.Duplicates,
+		Sealer:      sealer,
 	}, eventlog.NewRegistry())
 }
 
@@ -84,6 +88,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "NATS connect timeout")
 	asJSON := fs.Bool("json", false, "print a machine-readable report")
+	eventKeyFile := fs.String("event-key", "", "the serve --event-key file: verify every event's tag (without it, tags are not checked)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -120,7 +125,17 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return couldNotRun(err)
 	}
 	defer nc.Close()
-	store, err := openStoreForAudit(ctx, nc)
+	var sealer eventstore.Sealer
+	if *eventKeyFile != "" {
+		kr, err := loadEventKey(*eventKeyFile)
+		if err != nil {
+			return couldNotRun(err)
+		}
+		sealer = kr
+	} else if !*asJSON {
+		fmt.Fprintln(stdout, "note: no --event-key: event tags are not verified (a forged event is found only when it breaks another rule)")
+	}
+	store, err := openStoreForAudit(ctx, nc, sealer)
 	if err != nil {
 		return couldNotRun(err)
 	}

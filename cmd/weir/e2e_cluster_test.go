@@ -21,14 +21,19 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(devSigningKey[:])), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Both processes sign and verify events with the same key.
+	eventKey := filepath.Join(t.TempDir(), "event.key")
+	if err := os.WriteFile(eventKey, []byte("k1 "+strings.Repeat("5e", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The shared NATS is an external server running the reference config
 	// (docs/nats-server.conf); both processes log in as its weir user.
 	url := startReferenceNATS(t)
 	login := []string{"--nats-url", url, "--nats-user", "weir", "--nats-password", refWeirPassword}
-	a := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile}, login...)...)
+	a := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--event-key", eventKey}, login...)...)
 	// B uses A's simulated node as a real one: no dev mode there.
 	principals, custody := devFlagFiles(t)
-	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--tron-node", a.tronURL, "--tron-http", "",
+	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--event-key", eventKey, "--tron-node", a.tronURL, "--tron-http", "",
 		"--principals", principals, "--custody", custody}, login...)...)
 	ca := httpClient{t: t, base: a.httpURL}
 	cb := httpClient{t: t, base: b.httpURL}

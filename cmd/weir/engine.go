@@ -144,6 +144,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}
 
+	sealer, err := eventKey(cfg, devMode, log)
+	if err != nil {
+		return nil, err
+	}
+
 	// NATS: embedded by default, or an external server/cluster.
 	var extAuth []nats.Option
 	if cfg.NATSURL != "" {
@@ -188,7 +193,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err != nil {
 		return nil, err
 	}
-	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory}
+	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory, Sealer: sealer}
 	if err := e.up.do(ctx, "event stream", func(ctx context.Context) (err error) {
 		e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
 		return err
@@ -379,7 +384,7 @@ func (e *engine) health(ctx context.Context) error {
 	if err := e.died.Load(); err != nil {
 		return *err
 	}
-	return nil
+	return integrityHealth(e.store)
 }
 
 // verifyStore checks the stream (config and a write probe) and the
@@ -555,6 +560,10 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 // it.
 func (e *engine) projectionCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "weir_integrity_violations_total",
+			Help: "Events quarantined because their tag did not verify or they could not be decoded (never folded into any state); /healthz names them.",
+		}, func() float64 { _, n := e.store.Violations(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "weir_projection_applied_sequence",
 			Help: "Stream sequence the read models have folded up to.",

@@ -40,6 +40,7 @@ type serveConfig struct {
 	DailyLimit        string
 	CreditReviewAbove string // "0": no review
 	SigningKey        string
+	EventKey          string // file; the key itself is never logged
 	LogLevel          string
 	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
 	MaxConns        int
@@ -87,6 +88,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.CreditReviewAbove, "credit-review-above", "0", "credits above this amount wait for a second operator (weir credit approve); 0 = none")
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
+	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty with the embedded store: a key generated in --data")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
 	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")

@@ -312,9 +312,15 @@ func (a *httpAPI) healthz(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		if err := a.cfg.Health(ctx); err != nil {
+			status, code := "unavailable", CodeUnavailable
+			if errors.Is(err, sagas.ErrIntegrityViolation) {
+				// Serving, but the log holds events nobody with the key
+				// wrote: an operator must look now.
+				status, code = "degraded", sagas.CodeIntegrityViolation
+			}
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
-				"status": "unavailable",
-				"error":  ErrorDetail{Code: CodeUnavailable, Message: err.Error()},
+				"status": status,
+				"error":  ErrorDetail{Code: code, Message: err.Error()},
 			})
 			return
 		}
