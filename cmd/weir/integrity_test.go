@@ -118,7 +118,7 @@ func TestForgedCreditFromALeakedAdminCredentialIsCaught(t *testing.T) {
 		t.Fatalf("metrics lack weir_integrity_violations_total 2:\n%s", grepLines(metrics, "integrity"))
 	}
 
-	exit, out, errOut := runWeir(t, "audit", "--all", "--nats-url", eng.natsURL, "--tron-node", "", "--event-key", keyFile)
+	exit, out, errOut := runWeir(t, "audit", "--all", "--nats-url", eng.natsURL, "--token", "dev-olivia-token", "--tron-node", "", "--event-key", keyFile)
 	for _, seq := range []uint64{credit, junkSeq} {
 		if exit != 1 || !strings.Contains(out+errOut, "sequence "+strconv.FormatUint(seq, 10)) {
 			t.Fatalf("audit: exit %d, want 1 naming sequence %d:\n%s\n%s", exit, seq, out, errOut)
