@@ -91,8 +91,9 @@ func devEventKey(dir string, memory bool) (*eventstore.Keyring, string, error) {
 }
 
 // eventKey is the keyring serve authenticates events with: --event-key, or
-// with the embedded store the key kept in --data. Processes sharing an
-// external NATS must share the key, so there it is required.
+// the key kept in --data. Processes sharing an external NATS must share the
+// key (each refuses the others' events otherwise), so there a key of its own
+// comes with a warning saying so.
 func eventKey(cfg serveConfig, devMode bool, log *slog.Logger) (*eventstore.Keyring, error) {
 	if cfg.EventKey != "" {
 		kr, err := loadEventKey(cfg.EventKey)
@@ -101,16 +102,17 @@ func eventKey(cfg serveConfig, devMode bool, log *slog.Logger) (*eventstore.Keyr
 		}
 		return kr, err
 	}
-	if cfg.NATSURL != "" {
-		return nil, errors.New("--nats-url needs --event-key: every weir process on one log must sign and verify events with the same key")
-	}
-	kr, path, err := devEventKey(cfg.Data, cfg.memory)
+	kr, path, err := devEventKey(cfg.Data, cfg.memory && cfg.NATSURL == "")
 	if err != nil {
 		return nil, err
 	}
-	if devMode {
+	switch {
+	case cfg.NATSURL != "":
+		log.Warn("no --event-key with --nats-url: events are authenticated with a key generated in --data; every weir process on this log must be given that same key with --event-key, or each refuses the others' events",
+			"key_file", path, "signing_key_id", kr.CurrentKeyID())
+	case devMode:
 		log.Info("events authenticated with the key kept in --data", "key_file", path, "signing_key_id", kr.CurrentKeyID())
-	} else {
+	default:
 		log.Warn("no --event-key: events are authenticated with the key generated in --data; back it up with the store, or pass --event-key", "key_file", path, "signing_key_id", kr.CurrentKeyID())
 	}
 	return kr, nil
