@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -128,6 +129,11 @@ func LoadPrincipals(path string) (*Principals, error) {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&list); err != nil {
+		return nil, fmt.Errorf("principals %s: %w", path, err)
+	}
+	// A "roles" given twice, or a "Roles" beside "roles", would grant what
+	// a reader of the file does not see.
+	if err := checkKeys(b, jsonNames(reflect.TypeFor[[]Principal]())); err != nil {
 		return nil, fmt.Errorf("principals %s: %w", path, err)
 	}
 	ps, err := NewPrincipals(list)
