@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -139,5 +140,24 @@ func TestAuditNotesProofsANodeCannotServe(t *testing.T) {
 	}
 	if notes != 2 {
 		t.Fatalf("notes:\n%s", findingsText(rep.Notes))
+	}
+}
+
+// TestAuditFollowsBackPointersThroughAQuarantinedEvent: the event after a
+// quarantined one points back to it; that is the stream's real chain, not
+// a second violation.
+func TestAuditFollowsBackPointersThroughAQuarantinedEvent(t *testing.T) {
+	h := newHistoryWith(t, nil)
+	id := h.request("10") // v1, v2
+	k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
+	bad := h.forgeMsg(k, "withdrawal.paid_to_mallory", []byte(`{}`), 3, h.last(k), nil)
+	data, _ := json.Marshal(aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()})
+	next := h.forgeAfter(k, bad, aggregate.EventRejected, data, 4, bad, nil)
+	rep := h.all(false)
+	wantFinding(t, rep, "integrity", bad, "quarantined")
+	for _, f := range rep.Violations {
+		if f.Sequence == next && strings.Contains(f.What, "back-pointer") {
+			t.Fatalf("the pointer to the quarantined event was blamed: %s", f.What)
+		}
 	}
 }

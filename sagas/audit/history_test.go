@@ -412,22 +412,30 @@ func wantViolation(t *testing.T, r *audit.Report, id string, version uint64, wha
 // still passes (it expects the subject's real last sequence).
 func (h *history) forgeRaw(k eventstore.Key, e interface{ EventType() string }, version, prevSeq uint64) uint64 {
 	h.t.Helper()
-	_, pos, err := h.store.Load(h.t.Context(), k)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	data, err := json.Marshal(e)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	m := nats.NewMsg(h.store.Subject(k))
-	m.Data = data
-	m.Header.Set(eventstore.HeaderEventID, eventstore.NewEventID())
-	m.Header.Set(eventstore.HeaderEventType, e.EventType())
-	m.Header.Set(eventstore.HeaderSchema, strconv.Itoa(aggregate.EventSchemaVersion))
-	m.Header.Set(eventstore.HeaderVersion, strconv.FormatUint(version, 10))
+	return h.forgeMsg(k, e.EventType(), data, version, prevSeq, nil)
+}
+
+// forgeMsg publishes a raw message on k's stream with the store's headers
+// for type typ, version and back-pointer, edited by edit (nil: none), and
+// no tag: the server's concurrency check passes.
+func (h *history) forgeMsg(k eventstore.Key, typ string, data []byte, version, prevSeq uint64, edit func(*nats.Msg)) uint64 {
+	h.t.Helper()
+	return h.forgeAfter(k, h.last(k), typ, data, version, prevSeq, edit)
+}
+
+// forgeAfter is forgeMsg on a stream whose last event is at stream
+// sequence last (for a stream the store refuses to load).
+func (h *history) forgeAfter(k eventstore.Key, last uint64, typ string, data []byte, version, prevSeq uint64, edit func(*nats.Msg)) uint64 {
+	h.t.Helper()
+	m := eventstoretest.Forged(h.store.Subject(k), eventstore.Position{Sequence: last, Version: version - 1}, typ, aggregate.EventSchemaVersion, data)
 	m.Header.Set(eventstore.HeaderPrevSeq, strconv.FormatUint(prevSeq, 10))
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(pos.Sequence, 10))
+	if edit != nil {
+		edit(m)
+	}
 	js, err := jetstream.New(h.nc)
 	if err != nil {
 		h.t.Fatal(err)

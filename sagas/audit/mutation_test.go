@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
@@ -40,6 +41,18 @@ type mutated struct {
 	version    uint64
 	seq        uint64
 	what       string
+	// raw: written bypassing the store, so with the event key the tag
+	// check quarantines it first: an integrity violation at its sequence.
+	raw bool
+}
+
+// sealed is where the audit names the mutation in a log written with the
+// event key.
+func (m mutated) sealed() mutated {
+	if !m.raw {
+		return m
+	}
+	return mutated{check: "integrity", withdrawal: m.withdrawal, account: m.account, seq: m.seq, what: "quarantined"}
 }
 
 func (m mutated) matches(f audit.Finding) bool {
@@ -217,13 +230,13 @@ var mutations = []struct {
 		id := h.request("10")
 		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 4, h.last(k))
-		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 4: the stream has a gap or a duplicate"}
+		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 4: the stream has a gap or a duplicate", raw: true}
 	}},
 	{"version duplicate", func(t *testing.T, h *history) mutated {
 		id := h.request("10")
 		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 2, h.last(k))
-		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 2: the stream has a gap or a duplicate"}
+		return mutated{check: "stream", withdrawal: id, seq: seq, what: "carries version 2: the stream has a gap or a duplicate", raw: true}
 	}},
 	{"broken back-pointer", func(t *testing.T, h *history) mutated {
 		id := h.request("10")
@@ -233,7 +246,26 @@ var mutations = []struct {
 			t.Fatal(err)
 		}
 		seq := h.forgeRaw(k, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()}, 3, recs[0].Sequence)
-		return mutated{check: "stream", withdrawal: id, seq: seq, what: "back-pointer (Weir-Prev-Seq) names stream sequence"}
+		return mutated{check: "stream", withdrawal: id, seq: seq, what: "back-pointer (Weir-Prev-Seq) names stream sequence", raw: true}
+	}},
+	{"unknown event type", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
+		seq := h.forgeMsg(k, "withdrawal.paid_to_mallory", []byte(`{"to":"mallory"}`), 3, h.last(k), nil)
+		return mutated{check: "integrity", withdrawal: id, seq: seq, what: "quarantined", raw: true}
+	}},
+	{"no back-pointer", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
+		data, _ := json.Marshal(aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "alice", At: h.at()})
+		seq := h.forgeMsg(k, aggregate.EventRejected, data, 3, h.last(k), func(m *nats.Msg) { m.Header.Del(eventstore.HeaderPrevSeq) })
+		return mutated{check: "integrity", withdrawal: id, seq: seq, what: "quarantined", raw: true}
+	}},
+	{"payload that is not JSON", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		k := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: id}
+		seq := h.forgeMsg(k, aggregate.EventRejected, []byte("\x00not json"), 3, h.last(k), nil)
+		return mutated{check: "decode", withdrawal: id, seq: seq, what: "payload does not decode", raw: true}
 	}},
 	// What only the chain can refute (issue 17 item 2).
 	{"rebuild proof citing a solid block the chain never had", func(t *testing.T, h *history) mutated {
@@ -288,15 +320,22 @@ var mutations = []struct {
 // TestAuditNamesEveryMutation: every illegal event above, appended to one
 // log among clean withdrawals, is named by `audit --all` where it is, and
 // by `audit ID` for its withdrawal; the clean withdrawals are not blamed.
+// Once in a log written with the event key (what the store appends carries
+// a valid tag; a raw forgery is quarantined first, an integrity violation
+// at its sequence), once without one (the audit's own checks must catch
+// the raw forgeries too).
 func TestAuditNamesEveryMutation(t *testing.T) {
-	// Without the event key: the raw forgeries (gap, duplicate, pointer)
-	// would otherwise be caught first by the tag check, as integrity
-	// violations at the same sequence (TestAuditNamesAQuarantinedEvent…).
-	h := newHistoryWith(t, nil)
+	t.Run("with the event key", func(t *testing.T) { auditNamesEveryMutation(t, newHistory(t), mutated.sealed) })
+	t.Run("without an event key", func(t *testing.T) {
+		auditNamesEveryMutation(t, newHistoryWith(t, nil), func(m mutated) mutated { return m })
+	})
+}
+
+func auditNamesEveryMutation(t *testing.T, h *history, expect func(mutated) mutated) {
 	clean := []string{h.pay("12.5", "bob"), h.pay("2500", "bob", "carol")}
 	wants := make([]mutated, len(mutations))
 	for i, m := range mutations {
-		wants[i] = m.apply(t, h)
+		wants[i] = expect(m.apply(t, h))
 		clean = append(clean, h.pay("3", "carol")) // between every two
 	}
 	rep := h.all(false)

@@ -96,6 +96,9 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 		// Quarantined by the store (tag, headers, type, schema): a finding
 		// named by its stream sequence, never folded into any replay.
 		c.events++
+		if v.Key != (eventstore.Key{}) {
+			last[v.Key] = v.Sequence // the stream's next event points back to it
+		}
 		fault(v.Key, Finding{Severity: Violation, Check: "integrity", Sequence: v.Sequence, Event: v.Type,
 			What: "quarantined, not replayed: " + v.Err.Error()})
 		prog.Set(int(v.Sequence))
