@@ -28,6 +28,7 @@ import (
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/sagas/notify"
 	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
@@ -43,19 +44,22 @@ type engine struct {
 	repo      *sagas.Repo
 	intake    *sagas.Intake
 	projector *projections.Projector
-	sim       *tron.SimNode // nil with --tron-node
-	node      tron.Node
-	httpSrv   *http.Server
-	httpLimit *api.LimitListener
-	tronSrv   *http.Server
-	service   micro.Service
-	httpAddr  string
-	natsURL   string
-	tronURL   string
-	cancel    context.CancelFunc
-	up        *startup // retries start-up's JetStream calls on a slow cluster
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	// publisher derives WEIR_NOTIFY from the log.
+	publisher    *notify.Publisher
+	notifyStream jetstream.Stream
+	sim          *tron.SimNode // nil with --tron-node
+	node         tron.Node
+	httpSrv      *http.Server
+	httpLimit    *api.LimitListener
+	tronSrv      *http.Server
+	service      micro.Service
+	httpAddr     string
+	natsURL      string
+	tronURL      string
+	cancel       context.CancelFunc
+	up           *startup // retries start-up's JetStream calls on a slow cluster
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
 	// died records the first background loop (ledger saga, a worker, the
 	// simulated chain) that stopped on its own: money would stop moving,
 	// so /healthz must say so.
@@ -310,6 +314,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			e.fail("ledger saga", err)
 		}
 	}()
+	if err := e.startNotifications(ctx, connect, cfg, log); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Workers {
 		if err := e.startWorker(ctx, i, connect, signer, cust, approverRole(principals), log); err != nil {
 			return nil, err

@@ -156,6 +156,17 @@ var threatTable = []attack{
 	{name: "delete the checkpoint bucket (nats kv del)", try: func(t *testing.T, nc *nats.Conn, b *boundary) {
 		pub(t, nc, "$JS.API.STREAM.DELETE.KV_"+b.kvBucket, nil)
 	}},
+	{name: "delete the notification stream (nats stream rm WEIR_NOTIFY)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.STREAM.DELETE.WEIR_NOTIFY", nil)
+	}},
+	{name: "purge or edit the notification stream", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.STREAM.PURGE.WEIR_NOTIFY", `{}`)
+		pub(t, nc, "$JS.API.STREAM.UPDATE.WEIR_NOTIFY", `{"name":"WEIR_NOTIFY","subjects":["weir.notify.>"],"max_msgs":1}`)
+	}},
+	{name: "keep a durable consumer on the event log (the notification stream's rights, on WEIR_EVENTS)", roles: []string{roleProducer}, try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.CONSUMER.DURABLE.CREATE.WEIR_EVENTS.mine", `{"stream_name":"WEIR_EVENTS","config":{"durable_name":"mine","ack_policy":"explicit"}}`)
+		pub(t, nc, "$JS.API.CONSUMER.CREATE.WEIR_EVENTS.mine.weir.evt.>", `{"stream_name":"WEIR_EVENTS","config":{"durable_name":"mine","ack_policy":"explicit"}}`)
+	}},
 	{name: "read the event log without the auditor role", roles: []string{roleProducer}, try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "$JS.API.DIRECT.GET.WEIR_EVENTS", `{"seq":1}`)
 		pub(t, nc, "$JS.API.CONSUMER.CREATE.WEIR_EVENTS.peek", `{"stream_name":"WEIR_EVENTS","config":{"name":"peek","ack_policy":"none"}}`)

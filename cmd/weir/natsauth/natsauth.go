@@ -29,14 +29,21 @@ var WeirDurables = []string{sagas.LedgerConsumer}
 var producerPublish = []string{
 	"weir.cmd.>",
 	"$SRV.>",
-	// Consumers on the notification stream (producers may keep their own).
+	// Consumers on the notification stream (producers may keep their own):
+	// a durable pull consumer (`nats consumer add/next/info`), an ordered
+	// pull consumer (nats.go) and an ordered push consumer with flow
+	// control (`nats sub --stream`, nats.go's legacy OrderedConsumer).
 	"$JS.API.STREAM.INFO." + NotifyStream,
+	"$JS.API.CONSUMER.CREATE." + NotifyStream,
 	"$JS.API.CONSUMER.CREATE." + NotifyStream + ".>",
+	"$JS.API.CONSUMER.LIST." + NotifyStream,
+	"$JS.API.CONSUMER.NAMES." + NotifyStream,
 	"$JS.API.CONSUMER.DURABLE.CREATE." + NotifyStream + ".>",
 	"$JS.API.CONSUMER.INFO." + NotifyStream + ".>",
 	"$JS.API.CONSUMER.MSG.NEXT." + NotifyStream + ".>",
 	"$JS.API.CONSUMER.DELETE." + NotifyStream + ".>",
 	"$JS.ACK." + NotifyStream + ".>",
+	"$JS.FC." + NotifyStream + ".>",
 }
 
 var producerSubscribe = []string{"_INBOX.>", "weir.notify.>"}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/sagas/notify"
+)
+
+// requestDev asks for a small withdrawal from the dev account as alice.
+func requestDev(t *testing.T, eng *engine, n int) string {
+	t.Helper()
+	w, _, err := eng.intake.Request(t.Context(), sagas.RequestInput{
+		OperationID: fmt.Sprintf("5e1f0000-0000-4000-8000-%012d", n), Account: devFundingAccount,
+		ToAddress: "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy", Amount: json.RawMessage(`"1.5"`), Asset: "USDT-TRC20", By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.ID
+}
+
+func dialPrincipal(t *testing.T, eng *engine, token string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(eng.natsURL, nats.Token(token), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// nextNotification fetches one message from a consumer and decodes it.
+func nextNotification(t *testing.T, c jetstream.Consumer) (notify.Notification, jetstream.Msg) {
+	t.Helper()
+	msgs, err := c.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		var n notify.Notification
+		if err := json.Unmarshal(m.Data(), &n); err != nil {
+			t.Fatal(err)
+		}
+		return n, m
+	}
+	t.Fatalf("no notification: %v", msgs.Error())
+	return notify.Notification{}, nil
+}
+
+// TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart: alice,
+// a plain principal, creates a durable pull consumer as `nats consumer add
+// WEIR_NOTIFY` would, reads and acks, goes away, and on coming back finds
+// exactly what happened meanwhile; an ordered consumer (nats.go's, and the
+// push kind `nats sub --stream` uses) reads the stream from the start.
+func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.T) {
+	eng := startDevEngine(t)
+	nc := dialPrincipal(t, eng, "dev-alice-token")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cons, err := js.CreateOrUpdateConsumer(ctx, notify.Stream, jetstream.ConsumerConfig{
+		Durable: "alice-app", FilterSubject: notify.SubjectPrefix + "." + devFundingAccount + ".requested",
+		AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatalf("a producer creates a durable consumer on %s: %v", notify.Stream, err)
+	}
+	first := requestDev(t, eng, 1)
+	n, m := nextNotification(t, cons)
+	if n.Withdrawal.ID != first || n.Withdrawal.State != "requested" || n.Type != notify.TypeStateChanged {
+		t.Fatalf("first notification %+v", n)
+	}
+	if m.Headers().Get(nats.MsgIdHdr) != n.EventID {
+		t.Fatalf("Nats-Msg-Id %q, event_id %q", m.Headers().Get(nats.MsgIdHdr), n.EventID)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatalf("a producer acks its delivery: %v", err)
+	}
+	nc.Close()
+
+	second := requestDev(t, eng, 2)
+	nc2 := dialPrincipal(t, eng, "dev-alice-token")
+	js2, _ := jetstream.New(nc2)
+	cons2, err := js2.Consumer(ctx, notify.Stream, "alice-app")
+	if err != nil {
+		t.Fatalf("the durable consumer survives the producer: %v", err)
+	}
+	if n, _ := nextNotification(t, cons2); n.Withdrawal.ID != second {
+		t.Fatalf("after the restart: %+v, want the request of %s", n, second)
+	}
+
+	// nats.go's ordered consumer (ephemeral, pull).
+	ord, err := js2.OrderedConsumer(ctx, notify.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.SubjectPrefix + ".*.requested"}})
+	if err != nil {
+		t.Fatalf("ordered consumer: %v", err)
+	}
+	if n, _ := nextNotification(t, ord); n.Withdrawal.ID != first {
+		t.Fatalf("ordered consumer starts with %+v", n)
+	}
+	// The push ordered consumer with flow control (`nats sub --stream`).
+	legacy, err := nc2.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := legacy.SubscribeSync(notify.SubjectPrefix+".>", nats.OrderedConsumer(), nats.BindStream(notify.Stream), nats.DeliverAll())
+	if err != nil {
+		t.Fatalf("push ordered consumer: %v", err)
+	}
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("push ordered consumer delivers: %v", err)
+	}
+	if !strings.HasPrefix(msg.Subject, notify.SubjectPrefix+"."+devFundingAccount+".") {
+		t.Fatalf("push ordered consumer delivered %s", msg.Subject)
+	}
+	if err := nc2.LastError(); err != nil {
+		t.Fatalf("the consumers needed something the principal may not do: %v", err)
+	}
+}

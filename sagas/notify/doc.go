@@ -1,0 +1,24 @@
+// Package notify publishes withdrawal state changes to the JetStream stream
+// WEIR_NOTIFY, one message per state-changing event of the log, so that
+// producers learn of them without polling (a durable consumer on
+// WEIR_NOTIFY never misses one across the producer's restarts).
+//
+// What the room is for:
+//   - the notification contract: the stream (WEIR_NOTIFY, subjects
+//     weir.notify.withdrawal.<account>.<state>), the body
+//     {"event_id","type":"withdrawal.state_changed","at","withdrawal"} and
+//     its headers (Nats-Msg-Id = the event id, Weir-Source-Seq = the
+//     event's stream sequence in the log);
+//   - the Publisher: a follower of the event log (the same verified read
+//     path the projections use: a quarantined event is never folded, so it
+//     is never announced) whose position is the last message of WEIR_NOTIFY
+//     itself. Each publish expects the notification stream's last sequence,
+//     so a message is published once even when the log is replayed long
+//     after the de-duplication window, or when two weir processes share one
+//     NATS.
+//
+// What it must not do: decide anything, write to the event log, or
+// announce an event before it is stored (it reads only the log), or
+// announce anything the log does not say (the withdrawal JSON is the fold
+// of the log up to the event).
+package notify

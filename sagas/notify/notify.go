@@ -1,0 +1,114 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-payouts/weir/aggregate"
+)
+
+// The notification contract (CONTRACT.md, "Notifications").
+const (
+	// Stream is the JetStream stream notifications are published to.
+	Stream = "WEIR_NOTIFY"
+	// SubjectPrefix is followed by .<account>.<state>.
+	SubjectPrefix = "weir.notify.withdrawal"
+	// Subjects is what the stream holds.
+	Subjects = "weir.notify.>"
+	// TypeStateChanged is the type of every notification so far.
+	TypeStateChanged = "withdrawal.state_changed"
+	// HeaderSourceSeq carries the stream sequence, in the event log, of the
+	// event a notification announces: the publisher's durable position.
+	HeaderSourceSeq = "Weir-Source-Seq"
+	// DuplicateWindow is the stream's de-duplication window (Nats-Msg-Id).
+	DuplicateWindow = 2 * time.Minute
+)
+
+// Notification is the body of every message on WEIR_NOTIFY and of every
+// webhook delivery.
+type Notification struct {
+	EventID    string                   `json:"event_id"`
+	Type       string                   `json:"type"`
+	At         time.Time                `json:"at"`
+	Withdrawal aggregate.WithdrawalView `json:"withdrawal"`
+}
+
+// Subject is where a notification about a withdrawal of account in state
+// is published. Account ids are subject tokens already
+// (aggregate.ValidateAccountID); states are lower-case words.
+func Subject(account string, state aggregate.State) string {
+	return SubjectPrefix + "." + account + "." + string(state)
+}
+
+// StreamConfig is WEIR_NOTIFY's configuration: limits retention with no
+// limit (the last message is the publisher's position, and a producer's
+// durable consumer may be far behind), deny delete and purge, direct gets.
+func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if memory {
+		storage = jetstream.MemoryStorage
+	}
+	if replicas <= 0 {
+		replicas = 1
+	}
+	return jetstream.StreamConfig{
+		Name:        Stream,
+		Description: "weir: withdrawal state changes, derived from WEIR_EVENTS",
+		Subjects:    []string{Subjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage,
+		Replicas:    replicas,
+		Duplicates:  DuplicateWindow,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+}
+
+// EnsureStream creates WEIR_NOTIFY (or brings it back to StreamConfig).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, memory bool) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(replicas, memory))
+	if err != nil {
+		return nil, fmt.Errorf("notify: stream %s: %w", Stream, err)
+	}
+	return s, nil
+}
+
+// Position is where the publisher stands: the last message of WEIR_NOTIFY
+// and the log sequence of the event it announced (both 0 on an empty
+// stream).
+type Position struct {
+	NotifySeq uint64
+	SourceSeq uint64
+}
+
+// ReadPosition reads the last message of the stream.
+func ReadPosition(ctx context.Context, s jetstream.Stream) (Position, error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return Position{}, fmt.Errorf("notify: %s info: %w", Stream, err)
+	}
+	if info.State.LastSeq == 0 {
+		return Position{}, nil
+	}
+	msg, err := s.GetMsg(ctx, info.State.LastSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// The stream is never purged or trimmed; a missing last message
+		// means someone did, and announcing the log again from the start
+		// would flood every consumer. Refuse loudly.
+		return Position{}, fmt.Errorf("notify: %s last message %d is gone: %w", Stream, info.State.LastSeq, err)
+	}
+	if err != nil {
+		return Position{}, fmt.Errorf("notify: %s last message: %w", Stream, err)
+	}
+	src, err := strconv.ParseUint(msg.Header.Get(HeaderSourceSeq), 10, 64)
+	if err != nil {
+		return Position{}, fmt.Errorf("notify: %s message %d has no %s header: %w", Stream, info.State.LastSeq, HeaderSourceSeq, err)
+	}
+	return Position{NotifySeq: info.State.LastSeq, SourceSeq: src}, nil
+}
