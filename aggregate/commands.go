@@ -57,6 +57,17 @@ type Cancel struct {
 	At time.Time
 }
 
+// Decline is an approver's refusal of a withdrawal awaiting approval
+// (state requested), with the reason they give. It ends the withdrawal as
+// Rejected{Reason: ReasonDeclined, By, Detail: Reason}: every reader of a
+// rejection (the ledger's release, the projections, the audit) handles it
+// as any other, so a decline needs no second path to drift.
+type Decline struct {
+	By     string
+	Reason string
+	At     time.Time
+}
+
 // Reject is a rejection by the system (ReasonInsufficientFunds,
 // ReasonDailyLimit, …). Cancellations use Cancel.
 type Reject struct {
@@ -179,6 +190,7 @@ func (Approve) isWithdrawalCommand()               {}
 func (RecheckApprovals) isWithdrawalCommand()      {}
 func (Cancel) isWithdrawalCommand()                {}
 func (Reject) isWithdrawalCommand()                {}
+func (Decline) isWithdrawalCommand()               {}
 func (RecordReservation) isWithdrawalCommand()     {}
 func (ClaimWithdrawal) isWithdrawalCommand()       {}
 func (ChooseRoute) isWithdrawalCommand()           {}

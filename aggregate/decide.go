@@ -31,6 +31,8 @@ func decide(w Withdrawal, c Command) (Event, error) {
 		return decideCancel(w, c)
 	case Reject:
 		return decideReject(w, c)
+	case Decline:
+		return decideDecline(w, c)
 	case RecordReservation:
 		return decideReservation(w, c)
 	case ClaimWithdrawal:

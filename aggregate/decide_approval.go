@@ -1,7 +1,9 @@
 package aggregate
 
 // Deciders for the request and approval steps: request, approve,
-// re-check against a changed policy, cancel, reject.
+// re-check against a changed policy, cancel, decline, reject.
+
+import "strings"
 
 func decideRequest(w Withdrawal, c RequestWithdrawal) (Event, error) {
 	id, err := ParseOperationID(c.ID)
@@ -167,12 +169,42 @@ func decideCancel(w Withdrawal, c Cancel) (Event, error) {
 	return Rejected{Reason: ReasonCancelled, By: c.By, At: at}, nil
 }
 
+// decideDecline: an approver declines a withdrawal still awaiting
+// approval. The same decline again (same decliner, same reason) is a
+// replay; anything else once the withdrawal left requested is
+// invalid_transition.
+func decideDecline(w Withdrawal, c Decline) (Event, error) {
+	if err := checkToken(CodeInvalidCommand, "by", c.By); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return nil, newError(CodeInvalidCommand, "reason", "required")
+	}
+	if err := checkText("reason", c.Reason); err != nil {
+		return nil, err
+	}
+	at, err := checkAt(c.At)
+	if err != nil {
+		return nil, err
+	}
+	if !w.Exists() {
+		return nil, newError(CodeInvalidTransition, "", "no such withdrawal")
+	}
+	if w.State == StateRejected && w.Reason == ReasonDeclined && w.ResolvedBy == c.By && w.Detail == c.Reason {
+		return nil, nil
+	}
+	if w.State != StateRequested {
+		return nil, newError(CodeInvalidTransition, "", "only a withdrawal awaiting approval can be declined; this one is %s", w.State)
+	}
+	return Rejected{Reason: ReasonDeclined, By: c.By, Detail: c.Reason, At: at}, nil
+}
+
 func decideReject(w Withdrawal, c Reject) (Event, error) {
 	if err := checkToken(CodeInvalidCommand, "reason", c.Reason); err != nil {
 		return nil, err
 	}
-	if c.Reason == ReasonCancelled {
-		return nil, newError(CodeInvalidCommand, "reason", "a cancellation is a Cancel, which records who cancelled")
+	if c.Reason == ReasonCancelled || c.Reason == ReasonDeclined {
+		return nil, newError(CodeInvalidCommand, "reason", "a cancellation is a Cancel and a decline a Decline, which record who")
 	}
 	if err := checkText("detail", c.Detail); err != nil {
 		return nil, err

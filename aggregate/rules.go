@@ -1,6 +1,9 @@
 package aggregate
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Rules every withdrawal event must satisfy (checkEvent, shared by Decide
 // and Audit), free-text limits, approval validity, readiness to move money.
@@ -93,6 +96,14 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 		if ev.Reason == ReasonCancelled && ev.By == "" {
 			return newError(CodeInvalidEvent, "by", "a cancellation records who cancelled")
+		}
+		if ev.Reason == ReasonDeclined {
+			if ev.By == "" || strings.TrimSpace(ev.Detail) == "" {
+				return newError(CodeInvalidEvent, "by", "a decline records who declined and why")
+			}
+			if w.State != StateRequested {
+				return newError(CodeInvalidTransition, "", "only a withdrawal awaiting approval can be declined")
+			}
 		}
 	case FundsReserved:
 		if w.Reserved {

@@ -418,6 +418,10 @@ type WithdrawalView struct {
 	Attempt           int        `json:"attempt"`
 	Reason            *string    `json:"reason"`
 	Terminal          bool       `json:"terminal"`
+	// ResolvedBy is who cancelled or declined it; Detail a decliner's
+	// reason or a failure's detail (null when none).
+	ResolvedBy *string `json:"resolved_by"`
+	Detail     *string `json:"detail"`
 
 	Reserved     bool       `json:"reserved"`
 	RequestedAt  time.Time  `json:"requested_at"`
@@ -443,6 +447,14 @@ func (w Withdrawal) View() WithdrawalView {
 	if w.Reason != "" {
 		r := w.Reason
 		v.Reason = &r
+	}
+	if w.ResolvedBy != "" {
+		by := w.ResolvedBy
+		v.ResolvedBy = &by
+	}
+	if w.Detail != "" {
+		d := w.Detail
+		v.Detail = &d
 	}
 	if !w.ApprovedAt.IsZero() {
 		t := w.ApprovedAt

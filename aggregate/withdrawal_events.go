@@ -95,7 +95,10 @@ func isHex(s string) bool {
 
 // Rejection reasons (Rejected.Reason).
 const (
-	ReasonCancelled         = "cancelled"
+	ReasonCancelled = "cancelled"
+	// ReasonDeclined: an approver declined it while it awaited approval;
+	// Rejected.By is the decliner and Rejected.Detail their reason.
+	ReasonDeclined          = "declined"
 	ReasonInsufficientFunds = "insufficient_funds"
 	ReasonDailyLimit        = "daily_limit"
 )
@@ -177,7 +180,8 @@ type ApprovalsInvalidated struct {
 }
 
 // Rejected ends the withdrawal before anything was sent. By is who cancelled
-// (empty for a system rejection such as insufficient_funds).
+// or declined (empty for a system rejection such as insufficient_funds);
+// Detail is a decliner's reason.
 type Rejected struct {
 	Reason string    `json:"reason"`
 	By     string    `json:"by,omitempty"`

@@ -230,6 +230,17 @@ func (in *Intake) Approve(ctx context.Context, id, by string) (aggregate.Withdra
 // approved) with reason cancelled and releases its reservation. Only its
 // requester or an operator may cancel.
 func (in *Intake) Cancel(ctx context.Context, id, by string, operator bool) (aggregate.Withdrawal, error) {
+	return in.endAndRelease(ctx, id, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		if !operator && w.RequestedBy != by {
+			return nil, &aggregate.Error{Code: ErrForbidden.Code, Message: "only the requester or an operator may cancel"}
+		}
+		return aggregate.Cancel{By: by, At: in.now().UTC()}, nil
+	})
+}
+
+// endAndRelease decides the command cmd returns for an existing withdrawal
+// (404 otherwise) and releases its reservation once it is rejected.
+func (in *Intake) endAndRelease(ctx context.Context, id string, cmd func(aggregate.Withdrawal) (aggregate.Command, error)) (aggregate.Withdrawal, error) {
 	canon, err := withdrawalID(id)
 	if err != nil {
 		return aggregate.Withdrawal{}, err
@@ -238,10 +249,7 @@ func (in *Intake) Cancel(ctx context.Context, id, by string, operator bool) (agg
 		if !w.Exists() {
 			return nil, notFound("withdrawal", id)
 		}
-		if !operator && w.RequestedBy != by {
-			return nil, &aggregate.Error{Code: ErrForbidden.Code, Message: "only the requester or an operator may cancel"}
-		}
-		return aggregate.Cancel{By: by, At: in.now().UTC()}, nil
+		return cmd(w)
 	})
 	if err != nil {
 		return w, err
@@ -250,6 +258,17 @@ func (in *Intake) Cancel(ctx context.Context, id, by string, operator bool) (agg
 		return w, err
 	}
 	return w, nil
+}
+
+// Decline is an approver's refusal of a withdrawal awaiting approval, with
+// a reason: it ends rejected (reason declined, the decliner and the reason
+// recorded) and the reservation is released. The transport checks the
+// approver role; the decider refuses any state but requested
+// (invalid_transition).
+func (in *Intake) Decline(ctx context.Context, id, by, reason string) (aggregate.Withdrawal, error) {
+	return in.endAndRelease(ctx, id, func(aggregate.Withdrawal) (aggregate.Command, error) {
+		return aggregate.Decline{By: by, Reason: reason, At: in.now().UTC()}, nil
+	})
 }
 
 // CreditInput is an operator's credit to an account.

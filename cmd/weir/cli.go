@@ -31,6 +31,7 @@ func init() {
 	register(command{name: "request", summary: "request a withdrawal (idempotent by --id)", run: runRequest})
 	register(command{name: "approve", summary: "approve a withdrawal as the token's principal", run: runApprove})
 	register(command{name: "cancel", summary: "cancel a withdrawal that has not been sent", run: runCancel})
+	register(command{name: "decline", summary: "decline a withdrawal awaiting approval, with a reason (approver)", run: runDecline})
 	register(command{name: "credit", summary: "credit an account (operator; idempotent by --credit-id)", run: runCredit})
 	register(command{name: "show", summary: "show a withdrawal's current state", run: runShow})
 	register(command{name: "events", summary: "list a withdrawal's events", run: runEvents})
@@ -245,15 +246,67 @@ func runRequest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errUsage
 	}
 	req := api.WithdrawalRequest{OperationID: *id, Account: *account, ToAddress: *to, Amount: *amount, Asset: *asset}
-	return clientExec(ctx, o, "request", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+	return exitIfRejected(ctx, o, "request", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
 		return c.Request(ctx, req)
+	})
+}
+
+// ExitRejected is the exit status of a producer command (request,
+// approve) whose withdrawal ends rejected: it printed the withdrawal, and
+// a script sees that it will not be paid.
+const ExitRejected = 3
+
+// exitIfRejected runs a producer command that prints a withdrawal (human
+// or --json) and then exits ExitRejected when that withdrawal is rejected.
+func exitIfRejected(ctx context.Context, o *clientOpts, cmd string, stdout, stderr io.Writer, call func(context.Context, *api.Client) (api.Reply[aggregate.WithdrawalView], error)) error {
+	var got *aggregate.WithdrawalView
+	err := clientExec(ctx, o, cmd, stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+		r, err := call(ctx, c)
+		if err == nil {
+			got = &r.Value
+		}
+		return r, err
 	}, printWithdrawalReply(stdout))
+	if err == nil && got != nil && got.State == aggregate.StateRejected {
+		fmt.Fprintf(stderr, "weir %s: withdrawal %s is rejected (%s)\n", cmd, got.ID, orDash(got.Reason))
+		return exitError{ExitRejected}
+	}
+	return err
 }
 
 func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return withdrawalCommand(ctx, "approve", (*api.Client).Approve,
+	fs := clientFlagSet("approve", "approve ID [flags]",
 		"Approves the withdrawal as the token's principal (role approver). The requester cannot\n"+
-			"approve; approving twice counts once.", args, stdout, stderr)
+			"approve; approving twice counts once. Exits 3 when the withdrawal is rejected.", stderr)
+	o := addClientFlags(fs)
+	pos, err := parseArgs(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	return exitIfRejected(ctx, o, "approve", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+		return c.Approve(ctx, pos[0])
+	})
+}
+
+func runDecline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := clientFlagSet("decline", "decline ID --reason R [flags]",
+		"Declines a withdrawal awaiting approval (state requested) as the token's principal\n"+
+			"(role approver), with the reason given. It ends rejected, reason declined, the decliner\n"+
+			"and the reason recorded, its reservation released.", stderr)
+	o := addClientFlags(fs)
+	reason := fs.String("reason", "", "why it is declined (recorded on the withdrawal)")
+	pos, err := parseArgs(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(*reason) == "" {
+		fmt.Fprint(stderr, "weir decline: --reason required\n\n")
+		fs.Usage()
+		return errUsage
+	}
+	return clientExec(ctx, o, "decline", stdout, stderr, func(ctx context.Context, c *api.Client) (api.Reply[aggregate.WithdrawalView], error) {
+		return c.Decline(ctx, pos[0], *reason)
+	}, printWithdrawalReply(stdout))
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -344,6 +397,12 @@ func printWithdrawal(out io.Writer, w aggregate.WithdrawalView) {
 		row("retired txids", strings.Join(w.RetiredTxIDs, ", "))
 	}
 	row("reason", orDash(w.Reason))
+	if w.ResolvedBy != nil {
+		row("resolved by", *w.ResolvedBy)
+	}
+	if w.Detail != nil {
+		row("detail", *w.Detail)
+	}
 	row("version", fmt.Sprint(w.Version))
 }
 

@@ -51,6 +51,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "weir: unknown command %q\n\n", args[0])

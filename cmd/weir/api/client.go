@@ -204,6 +204,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (Reply[aggregate.Withdra
 	return Call[aggregate.WithdrawalView](ctx, c, SubjectWithdrawalCancel, idRequest{id})
 }
 
+// Decline declines withdrawal id awaiting approval, with reason (role
+// approver).
+func (c *Client) Decline(ctx context.Context, id, reason string) (Reply[aggregate.WithdrawalView], error) {
+	return Call[aggregate.WithdrawalView](ctx, c, SubjectWithdrawalDecline, DeclineRequest{ID: id, Reason: reason})
+}
+
+// DeclineRequest is the body of weir.cmd.withdrawal.decline.
+type DeclineRequest struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
 // Withdrawal reads withdrawal id.
 func (c *Client) Withdrawal(ctx context.Context, id string) (Reply[aggregate.WithdrawalView], error) {
 	return Call[aggregate.WithdrawalView](ctx, c, SubjectWithdrawalGet, idRequest{id})

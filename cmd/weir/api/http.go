@@ -122,6 +122,9 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	a.handle("POST", "/v1/withdrawals/{id}/cancel", cmdCancel, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 		return o.cancel(ctx, p, r.PathValue("id"))
 	})
+	a.handle("POST", "/v1/withdrawals/{id}/decline", cmdDecline, true, func(ctx context.Context, p Principal, r *http.Request, body []byte) (result, error) {
+		return o.decline(ctx, p, r.PathValue("id"), body)
+	})
 	a.handle("POST", "/v1/accounts/{id}/credits", cmdCredit, true, func(ctx context.Context, p Principal, r *http.Request, body []byte) (result, error) {
 		return o.credit(ctx, p, r.PathValue("id"), body)
 	})

@@ -54,7 +54,13 @@ const (
 	cmdEvents  = "withdrawal.events"
 	cmdApprove = "withdrawal.approve"
 	cmdCancel  = "withdrawal.cancel"
-	cmdCredit  = "account.credit"
+	// cmdDecline is an approver's refusal of a withdrawal awaiting approval.
+	cmdDecline = "withdrawal.decline"
+	// cmdList is the withdrawal history (filters, pages).
+	cmdList = "withdrawal.list"
+	// cmdStatement is an account's statement.
+	cmdStatement = "account.statement"
+	cmdCredit    = "account.credit"
 	// cmdCreditApprove is a second operator's approval of a reviewed credit.
 	cmdCreditApprove = "account.credit.approve"
 	cmdAccount       = "account.get"
@@ -72,6 +78,7 @@ const (
 var commandRoles = map[string]Role{
 	cmdRequest:       RoleRequester,
 	cmdApprove:       RoleApprover,
+	cmdDecline:       RoleApprover,
 	cmdCredit:        RoleOperator,
 	cmdCreditApprove: RoleOperator,
 	cmdPolicySet:     RoleOperator,
@@ -148,6 +155,34 @@ func (o *ops) approve(ctx context.Context, p Principal, id string) (result, erro
 // withdrawal's requester or an operator through and refuses others (403).
 func (o *ops) cancel(ctx context.Context, p Principal, id string) (result, error) {
 	w, err := o.intake.Cancel(ctx, id, p.Name, p.Has(RoleOperator))
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: w.View()}, nil
+}
+
+// declineBody is POST /v1/withdrawals/{id}/decline (id from the path; an
+// "id" member, if sent, must name the same withdrawal) and
+// weir.cmd.withdrawal.decline {"id","reason"}.
+type declineBody struct {
+	ID     *string `json:"id"`
+	Reason string  `json:"reason"`
+}
+
+// decline: pathID is the withdrawal of the HTTP path, "" on NATS.
+func (o *ops) decline(ctx context.Context, p Principal, pathID string, body []byte) (result, error) {
+	var in declineBody
+	if err := decodeStrict(body, &in); err != nil {
+		return result{}, err
+	}
+	id := pathID
+	switch {
+	case in.ID != nil && pathID != "" && *in.ID != pathID:
+		return result{}, apiError(aggregate.CodeInvalidCommand, "id", "the body names another withdrawal than the path")
+	case in.ID != nil:
+		id = *in.ID
+	}
+	w, err := o.intake.Decline(ctx, id, p.Name, in.Reason)
 	if err != nil {
 		return result{}, err
 	}

@@ -28,6 +28,7 @@ const (
 	SubjectWithdrawalRequest    = "weir.cmd.withdrawal.request"     // body as POST /v1/withdrawals
 	SubjectWithdrawalApprove    = "weir.cmd.withdrawal.approve"     // {"id"}
 	SubjectWithdrawalCancel     = "weir.cmd.withdrawal.cancel"      // {"id"}
+	SubjectWithdrawalDecline    = "weir.cmd.withdrawal.decline"     // {"id","reason"}
 	SubjectWithdrawalGet        = "weir.cmd.withdrawal.get"         // {"id"}
 	SubjectWithdrawalEvents     = "weir.cmd.withdrawal.events"      // {"id"}
 	SubjectAccountCredit        = "weir.cmd.account.credit"         // {"account","credit_id","amount"}
@@ -75,7 +76,7 @@ type ServiceConfig struct {
 // caller stops it with Stop, which waits for commands in progress.
 //
 // Subjects and roles: weir.cmd.withdrawal.request (requester),
-// .approve (approver), .cancel (its requester or an operator), .get,
+// .approve (approver), .decline (approver), .cancel (its requester or an operator), .get,
 // .events; weir.cmd.account.credit (operator), .get; weir.cmd.policy.get,
 // .set (operator); weir.cmd.queue.approvals, .ready, .in-flight. Reads need
 // any authenticated principal.
@@ -157,6 +158,9 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 		}},
 		{SubjectWithdrawalApprove, cmdApprove, withID(o.approve)},
 		{SubjectWithdrawalCancel, cmdCancel, withID(o.cancel)},
+		{SubjectWithdrawalDecline, cmdDecline, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			return o.decline(ctx, p, "", body)
+		}},
 		{SubjectWithdrawalGet, cmdGet, withID(o.withdrawal)},
 		{SubjectWithdrawalEvents, cmdEvents, withID(o.events)},
 		{SubjectAccountCredit, cmdCredit, func(ctx context.Context, p Principal, body []byte) (result, error) {
