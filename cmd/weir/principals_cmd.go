@@ -22,15 +22,16 @@ func init() {
 
 func runPrincipals(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "add" {
-		fmt.Fprintln(stderr, "Usage: weir principals add NAME --roles r1,r2 [--file F]")
+		fmt.Fprintln(stderr, "Usage: weir principals add NAME --roles r1,r2 [--accounts a,b] [--file F]")
 		return errUsage
 	}
-	fs := clientFlagSet("principals add", "principals add NAME --roles r1,r2 [--file F]",
+	fs := clientFlagSet("principals add", "principals add NAME --roles r1,r2 [--accounts a,b] [--file F]",
 		"Adds a principal to the principals file (creating it, mode 0600) with a new random token.\n"+
 			"The token is printed once, here, and the file keeps only its SHA-256 (token_sha256):\n"+
 			"store it where the principal can read it; it cannot be shown again.", stderr)
 	file := fs.String("file", "principals.json", "the principals file (serve's --principals)")
 	roles := fs.String("roles", "", "comma-separated roles: requester, approver, operator, auditor")
+	accounts := fs.String("accounts", "", `comma-separated accounts (names or globs like "ops-*") the principal is limited to; empty: all`)
 	pos, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return err
@@ -63,6 +64,11 @@ func runPrincipals(_ context.Context, args []string, stdout, stderr io.Writer) e
 	for _, r := range strings.Split(*roles, ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			p.Roles = append(p.Roles, api.Role(r))
+		}
+	}
+	for _, a := range strings.Split(*accounts, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			p.Accounts = append(p.Accounts, a)
 		}
 	}
 	list = append(list, p)

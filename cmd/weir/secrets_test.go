@@ -39,7 +39,7 @@ func TestPrincipalsAddPrintsTheTokenOnceAndStoresOnlyItsHash(t *testing.T) {
 	if strings.Contains(string(b), token) || !strings.Contains(string(b), api.HashToken(token)) {
 		t.Fatalf("the file must hold the hash, not the token:\n%s", b)
 	}
-	code, out2, errOut := runWeir(t, "principals", "add", "erin", "--roles", "requester", "--file", file)
+	code, out2, errOut := runWeir(t, "principals", "add", "erin", "--roles", "requester", "--accounts", "acme,ops-*", "--file", file)
 	wantCode(t, code, 0, out2, errOut)
 	ps, err := api.LoadPrincipals(file)
 	if err != nil {
@@ -49,6 +49,9 @@ func TestPrincipalsAddPrintsTheTokenOnceAndStoresOnlyItsHash(t *testing.T) {
 		if p, ok := ps.ByToken(tok); !ok || p.Name != name {
 			t.Fatalf("token of %s: %v %v", name, p, ok)
 		}
+	}
+	if erin, _ := ps.ByToken(strings.TrimSpace(out2)); !erin.MayAct("ops-east") || erin.MayAct("globex") {
+		t.Fatalf("erin's accounts: %v", erin.Accounts)
 	}
 	for _, args := range [][]string{
 		{"principals", "add", "dana", "--roles", "approver", "--file", file},

@@ -34,6 +34,10 @@ const (
 	tokDave   = "dave-token-00004" // requester
 	tokOlivia = "olivia-token-005" // operator, requester
 	tokOscar  = "oscar-token-0006" // operator (a second pair of eyes)
+	// Scoped to accounts (principals' "accounts").
+	tokRia = "ria-token-00007" // requester, approver on acme only
+	tokAbe = "abe-token-00008" // approver on ops-* only
+	tokOli = "oli-token-00009" // operator on acme only
 )
 
 func testPrincipals(t *testing.T) *api.Principals {
@@ -45,6 +49,9 @@ func testPrincipals(t *testing.T) *api.Principals {
 		{Name: "dave", Token: tokDave, Roles: []api.Role{api.RoleRequester}},
 		{Name: "olivia", Token: tokOlivia, Roles: []api.Role{api.RoleOperator, api.RoleRequester}},
 		{Name: "oscar", Token: tokOscar, Roles: []api.Role{api.RoleOperator}},
+		{Name: "ria", Token: tokRia, Roles: []api.Role{api.RoleRequester, api.RoleApprover}, Accounts: []string{"acme"}},
+		{Name: "abe", Token: tokAbe, Roles: []api.Role{api.RoleApprover}, Accounts: []string{"ops-*"}},
+		{Name: "oli", Token: tokOli, Roles: []api.Role{api.RoleOperator}, Accounts: []string{"acme"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -135,12 +135,12 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 		return o.account(ctx, p, r.PathValue("id"))
 	})
 	for _, q := range []string{"approvals", "ready", "in-flight"} {
-		a.handle("GET", "/v1/queues/"+q, cmdQueue, false, func(_ context.Context, _ Principal, r *http.Request, _ []byte) (result, error) {
+		a.handle("GET", "/v1/queues/"+q, cmdQueue, false, func(_ context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 			page, err := pageQuery(r)
 			if err != nil {
 				return result{}, err
 			}
-			return o.queue(q, page)
+			return o.queue(p, q, page)
 		})
 	}
 	a.handle("GET", "/v1/policy", cmdPolicyGet, false, func(ctx context.Context, p Principal, _ *http.Request, _ []byte) (result, error) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,27 @@ func authorize(p Principal, command string) error {
 	return nil
 }
 
+// mayAct refuses (403) a principal scoped to other accounts.
+func mayAct(p Principal, account string) error {
+	if !p.MayAct(account) {
+		return apiError(CodeForbidden, "account", fmt.Sprintf("%s may not act on or read account %q", p.Name, account))
+	}
+	return nil
+}
+
+// scopedWithdrawal loads a withdrawal for p and refuses (403) one on an
+// account p is not scoped to. Unscoped principals skip the extra read.
+func (o *ops) scopedWithdrawal(ctx context.Context, p Principal, id string) error {
+	if !p.Scoped() {
+		return nil
+	}
+	w, err := o.intake.Withdrawal(ctx, id)
+	if err != nil {
+		return err
+	}
+	return mayAct(p, w.Account)
+}
+
 // requestBody is POST /v1/withdrawals and weir.cmd.withdrawal.request.
 type requestBody struct {
 	OperationID string          `json:"operation_id"`
@@ -109,6 +131,9 @@ func (o *ops) request(ctx context.Context, p Principal, body []byte) (result, er
 	if err := decodeStrict(body, &in); err != nil {
 		return result{}, err
 	}
+	if err := mayAct(p, in.Account); err != nil {
+		return result{}, err
+	}
 	w, replayed, err := o.intake.Request(ctx, sagas.RequestInput{
 		OperationID: in.OperationID, Account: in.Account, ToAddress: in.ToAddress,
 		Amount: in.Amount, Asset: in.Asset, By: p.Name,
@@ -119,9 +144,12 @@ func (o *ops) request(ctx context.Context, p Principal, body []byte) (result, er
 	return result{created: !replayed, replayed: replayed, body: w.View()}, nil
 }
 
-func (o *ops) withdrawal(ctx context.Context, _ Principal, id string) (result, error) {
+func (o *ops) withdrawal(ctx context.Context, p Principal, id string) (result, error) {
 	w, err := o.intake.Withdrawal(ctx, id)
 	if err != nil {
+		return result{}, err
+	}
+	if err := mayAct(p, w.Account); err != nil {
 		return result{}, err
 	}
 	return result{body: w.View()}, nil
@@ -132,7 +160,10 @@ type EventsBody struct {
 	Events []sagas.EventView `json:"events"`
 }
 
-func (o *ops) events(ctx context.Context, _ Principal, id string) (result, error) {
+func (o *ops) events(ctx context.Context, p Principal, id string) (result, error) {
+	if err := o.scopedWithdrawal(ctx, p, id); err != nil {
+		return result{}, err
+	}
 	evs, err := o.intake.Events(ctx, id)
 	if err != nil {
 		return result{}, err
@@ -144,6 +175,9 @@ func (o *ops) events(ctx context.Context, _ Principal, id string) (result, error
 }
 
 func (o *ops) approve(ctx context.Context, p Principal, id string) (result, error) {
+	if err := o.scopedWithdrawal(ctx, p, id); err != nil {
+		return result{}, err
+	}
 	w, err := o.intake.Approve(ctx, id, p.Name)
 	if err != nil {
 		return result{}, err
@@ -154,6 +188,9 @@ func (o *ops) approve(ctx context.Context, p Principal, id string) (result, erro
 // cancel is open to any principal: the application layer lets the
 // withdrawal's requester or an operator through and refuses others (403).
 func (o *ops) cancel(ctx context.Context, p Principal, id string) (result, error) {
+	if err := o.scopedWithdrawal(ctx, p, id); err != nil {
+		return result{}, err
+	}
 	w, err := o.intake.Cancel(ctx, id, p.Name, p.Has(RoleOperator))
 	if err != nil {
 		return result{}, err
@@ -211,6 +248,9 @@ func (o *ops) credit(ctx context.Context, p Principal, pathAccount string, body 
 	case in.Account != nil:
 		account = *in.Account
 	}
+	if err := mayAct(p, account); err != nil {
+		return result{}, err
+	}
 	v, pending, replayed, err := o.intake.CreditWithReview(ctx, sagas.CreditInput{Account: account, CreditID: in.CreditID, Amount: in.Amount, By: p.Name})
 	if err != nil {
 		return result{}, err
@@ -229,6 +269,9 @@ func (o *ops) credit(ctx context.Context, p Principal, pathAccount string, body 
 // weir.cmd.account.credit.approve {"account","credit_id"}: a second
 // operator credits a credit waiting for review (201; again: 200 replayed).
 func (o *ops) approveCredit(ctx context.Context, p Principal, account, creditID string) (result, error) {
+	if err := mayAct(p, account); err != nil {
+		return result{}, err
+	}
 	v, replayed, err := o.intake.ApproveCredit(ctx, account, creditID, p.Name)
 	if err != nil {
 		return result{}, err
@@ -257,7 +300,10 @@ type creditApproveBody struct {
 	CreditID string `json:"credit_id"`
 }
 
-func (o *ops) account(ctx context.Context, _ Principal, id string) (result, error) {
+func (o *ops) account(ctx context.Context, p Principal, id string) (result, error) {
+	if err := mayAct(p, id); err != nil {
+		return result{}, err
+	}
 	v, err := o.intake.Account(ctx, id)
 	if err != nil {
 		return result{}, err
@@ -451,7 +497,7 @@ const (
 // request, the approval, entering the in-flight state) then by id; the
 // cursor is the last item's (time, id), so a page starts after it whatever
 // left or joined the queue meanwhile.
-func (o *ops) queue(name string, page Page) (result, error) {
+func (o *ops) queue(p Principal, name string, page Page) (result, error) {
 	limit := page.Limit
 	switch {
 	case limit == 0:
@@ -489,6 +535,9 @@ func (o *ops) queue(name string, page Page) (result, error) {
 		default:
 			return result{}, apiError(CodeNotFound, "", fmt.Sprintf("no queue %q", name))
 		}
+	}
+	if p.Scoped() { // a scoped principal sees its accounts' items only
+		all = slices.DeleteFunc(all, func(k keyed) bool { return !p.MayAct(k.item.Account) })
 	}
 	body := ItemsBody{Items: []QueueItem{}}
 	for i, k := range all {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -35,7 +36,27 @@ type Principal struct {
 	Token       string `json:"token,omitempty"`
 	TokenSHA256 string `json:"token_sha256,omitempty"`
 	Roles       []Role `json:"roles"`
+	// Accounts scopes the principal: it acts and reads only on accounts
+	// matching one of these names or globs ("acme", "ops-*"). Empty: every
+	// account (the behaviour before scoping existed).
+	Accounts []string `json:"accounts,omitempty"`
 }
+
+// MayAct reports whether p may act on and read account.
+func (p Principal) MayAct(account string) bool {
+	if len(p.Accounts) == 0 {
+		return true
+	}
+	for _, pat := range p.Accounts {
+		if ok, _ := path.Match(pat, account); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Scoped reports whether p is limited to some accounts.
+func (p Principal) Scoped() bool { return len(p.Accounts) > 0 }
 
 // MinTokenLength is the shortest plaintext token accepted.
 const MinTokenLength = 8
@@ -99,6 +120,11 @@ func NewPrincipals(list []Principal) (*Principals, error) {
 		}
 		if j, dup := ps.byHash[h]; dup {
 			return nil, fmt.Errorf("principal %q: token shared with %q", p.Name, ps.list[j].Name)
+		}
+		for _, pat := range p.Accounts {
+			if _, err := path.Match(pat, ""); err != nil || strings.TrimSpace(pat) == "" || strings.Contains(pat, "/") {
+				return nil, fmt.Errorf("principal %q: accounts entry %q is not an account name or glob", p.Name, pat)
+			}
 		}
 		for _, r := range p.Roles {
 			if r != RoleRequester && r != RoleApprover && r != RoleOperator && r != RoleAuditor {

@@ -213,14 +213,14 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 }
 
 func queueEndpoint(o *ops, name string) natsFunc {
-	return func(_ context.Context, _ Principal, body []byte) (result, error) {
+	return func(_ context.Context, p Principal, body []byte) (result, error) {
 		var page Page
 		if len(bytes.TrimSpace(body)) > 0 {
 			if err := decodeStrict(body, &page); err != nil {
 				return result{}, err
 			}
 		}
-		return o.queue(name, page)
+		return o.queue(p, name, page)
 	}
 }
 

@@ -3,6 +3,7 @@ package natsauth
 import (
 	"crypto/subtle"
 	"log/slog"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -89,6 +90,9 @@ func auditorDeny() []string {
 func Permissions(p api.Principal) *server.Permissions {
 	pub := append([]string(nil), producerPublish...)
 	sub := append([]string(nil), producerSubscribe...)
+	if p.Scoped() {
+		pub, sub = scopedProducer(p)
+	}
 	var deny []string
 	if p.Has(api.RoleAuditor) {
 		pub = append(pub, auditorPublish...)
@@ -99,6 +103,30 @@ func Permissions(p api.Principal) *server.Permissions {
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
+}
+
+// scopedProducer is producerPublish/Subscribe for a principal scoped to
+// accounts: notifications (and consumers on WEIR_NOTIFY, which must filter
+// in the create subject) only for its accounts named exactly. A glob
+// ("ops-*") cannot be written as a NATS subject rule, so it gets no
+// notifications over NATS (webhooks can filter by account).
+func scopedProducer(p api.Principal) (pub, sub []string) {
+	pub = []string{"weir.cmd.>", "$SRV.>", "$JS.API.STREAM.INFO." + NotifyStream}
+	sub = []string{"_INBOX.>"}
+	for _, acct := range p.Accounts {
+		if strings.ContainsAny(acct, "*?[\\") {
+			continue
+		}
+		subj := "weir.notify.withdrawal." + acct + ".>"
+		sub = append(sub, subj)
+		pub = append(pub, "$JS.API.CONSUMER.CREATE."+NotifyStream+".*."+subj)
+	}
+	return append(pub,
+		"$JS.API.CONSUMER.INFO."+NotifyStream+".>",
+		"$JS.API.CONSUMER.MSG.NEXT."+NotifyStream+".>",
+		"$JS.API.CONSUMER.DELETE."+NotifyStream+".>",
+		"$JS.ACK."+NotifyStream+".>",
+	), sub
 }
 
 // Authenticator admits principals by token.
