@@ -68,8 +68,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"against the policy in force then and now, every envelope (txid = sha256(raw_data), pays\n"+
 			"to_address exactly amount_units of USDT), every rebuild's proof of death, the accounts\n"+
 			"(available + reserved + settled = credits) and each reservation against its withdrawal;\n"+
-			"with a reachable --tron-node, that confirmed txids are on chain with SUCCESS and no\n"+
-			"retired txid is. ID prints the withdrawal's timeline; --all checks everything.\n"+
+			"with a reachable --tron-node, that confirmed txids are on chain with SUCCESS in the\n"+
+			"block recorded, no retired txid is, and every proof of death or failure holds on the\n"+
+			"solid blocks it cites. ID prints the withdrawal's timeline; --all checks everything.\n"+
 			"An event that cannot be read, a broken back-pointer or a version gap is a violation named\n"+
 			"by its stream sequence; the audit goes on with everything else. ID also runs the checks\n"+
 			"across streams that concern it (its txids written by no other withdrawal, no reservation\n"+
