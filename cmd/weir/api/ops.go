@@ -219,6 +219,9 @@ func (o *ops) decline(ctx context.Context, p Principal, pathID string, body []by
 	case in.ID != nil:
 		id = *in.ID
 	}
+	if err := o.scopedWithdrawal(ctx, p, id); err != nil {
+		return result{}, err
+	}
 	w, err := o.intake.Decline(ctx, id, p.Name, in.Reason)
 	if err != nil {
 		return result{}, err

@@ -49,6 +49,7 @@ func TestScopedPrincipalsActAndReadOnlyOnTheirAccounts(t *testing.T) {
 	wantErr(t, e.do(t, "POST", "/v1/withdrawals/"+acmeW+"/approve", tokAbe, nil), http.StatusForbidden, "forbidden", "account")
 	wantStatus(t, e.do(t, "POST", "/v1/withdrawals/"+opsW+"/approve", tokAbe, nil), http.StatusOK)
 	wantErr(t, e.do(t, "POST", "/v1/withdrawals/"+globexW+"/cancel", tokRia, nil), http.StatusForbidden, "forbidden", "account")
+	wantErr(t, e.do(t, "POST", "/v1/withdrawals/"+globexW+"/decline", tokRia, reqBody{"reason": "not mine"}), http.StatusForbidden, "forbidden", "account")
 
 	// operator on acme: credits there only.
 	wantStatus(t, e.do(t, "POST", "/v1/accounts/acme/credits", tokOli, reqBody{"credit_id": "c-oli", "amount": "1"}), http.StatusCreated)

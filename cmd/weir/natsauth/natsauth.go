@@ -126,6 +126,7 @@ func scopedProducer(p api.Principal) (pub, sub []string) {
 		"$JS.API.CONSUMER.MSG.NEXT."+NotifyStream+".>",
 		"$JS.API.CONSUMER.DELETE."+NotifyStream+".>",
 		"$JS.ACK."+NotifyStream+".>",
+		"$JS.FC."+NotifyStream+".>",
 	), sub
 }
 
