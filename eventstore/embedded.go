@@ -33,6 +33,13 @@ type EmbeddedConfig struct {
 	// anonymous client in.
 	ClientAuth server.Authentication
 
+	// MaxConns bounds the client connections open at once, the embedding
+	// process's own included; beyond it the server refuses a connection
+	// ("maximum connections exceeded"). Keep it well below the open-file
+	// limit: a connection flood that takes every descriptor leaves
+	// JetStream's writes failing until restart. 0: the server's default.
+	MaxConns int
+
 	// Logger receives the server's log lines; nil keeps the server silent.
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept connections; default 10s.
@@ -101,8 +108,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStream:  true,
 		SyncAlways: cfg.SyncAlways,
 		// The embedding process owns signals; the server must not install handlers.
-		NoSigs: true,
-		NoLog:  cfg.Logger == nil,
+		NoSigs:  true,
+		NoLog:   cfg.Logger == nil,
+		MaxConn: cfg.MaxConns,
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "weir-embedded"

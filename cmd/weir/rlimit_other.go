@@ -4,5 +4,5 @@ package main
 
 import "log/slog"
 
-// httpConnCap: no open-file limit to respect here.
-func httpConnCap(want int, _ *slog.Logger) int { return want }
+// connCap: no open-file limit to respect here.
+func connCap(want int, _ *slog.Logger) int { return want }

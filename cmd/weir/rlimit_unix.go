@@ -7,11 +7,11 @@ import (
 	"syscall"
 )
 
-// httpConnCap bounds the HTTP connection cap by the open-file limit: the
-// HTTP API may hold a quarter of the process's descriptors at most, so a
-// connection flood can never take the ones the store writes with. want <=
-// 0 asks for that bound alone.
-func httpConnCap(want int, log *slog.Logger) int {
+// connCap bounds a connection cap by the open-file limit: the HTTP API,
+// and the embedded NATS server's clients, may each hold a quarter of the
+// process's descriptors at most, so a connection flood can never take the
+// ones the store writes with. want <= 0 asks for that bound alone.
+func connCap(want int, log *slog.Logger) int {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
 		return want
@@ -21,7 +21,7 @@ func httpConnCap(want int, log *slog.Logger) int {
 		return most
 	}
 	if want > most {
-		log.Warn("HTTP connection cap lowered to a quarter of the open-file limit", "wanted", want, "cap", most, "nofile", lim.Cur)
+		log.Warn("connection cap lowered to a quarter of the open-file limit", "wanted", want, "cap", most, "nofile", lim.Cur)
 		return most
 	}
 	return want
