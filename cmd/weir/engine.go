@@ -182,7 +182,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		e.emb, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{
 			StoreDir: cfg.Data, Memory: cfg.memory, SyncAlways: cfg.Sync == "always",
 			ClientListen: cfg.NATSAddr, ServerName: "weir", Logger: cfg.natsLog,
-			MaxConns:     connCap(0, log), // a quarter of the open-file limit, as HTTP
+			MaxConns:   connCap(0, log), // a quarter of the open-file limit, as HTTP
 			ClientAuth: natsauth.New(principals, log.With("room", "nats-auth")),
 		})
 		if err != nil {
