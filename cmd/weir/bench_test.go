@@ -46,7 +46,7 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 		"raw_publish_per_s", "raw_publish_concurrent_per_s", "raw_replay_per_s", "appends_per_request",
 		"intake_requests_per_s", "e2e_1w_per_s", "e2e_2w_per_s", "e2e_4w_per_s",
 		"e2e_rtt_1w_per_s", "e2e_rtt_2w_per_s", "e2e_rtt_4w_per_s",
-		"raw_replay_events_per_s", "audit_replay_events_per_s", "latency_p50_ms", "latency_p99_ms",
+		"raw_replay_events_per_s", "audit_replay_events_per_s", "raw_replay_all_events_per_s", "audit_all_events_per_s", "latency_p50_ms", "latency_p99_ms",
 	} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("no %s in the report", name)
