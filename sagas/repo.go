@@ -367,3 +367,12 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
+
+// AccountRecords returns an account's raw records (for its statement).
+func (r *Repo) AccountRecords(ctx context.Context, id string) ([]eventstore.Record, error) {
+	recs, _, err := r.store.Load(ctx, eventstore.Key{Type: eventlog.TypeAccount, ID: id})
+	if errors.Is(err, eventstore.ErrIntegrity) {
+		return nil, integrityViolation(eventlog.TypeAccount, id, err)
+	}
+	return recs, unavailable(err)
+}

@@ -762,10 +762,34 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return c.Queue(ctx, pos[0], page)
 	}, func(r api.Reply[api.ItemsBody]) error {
 		doc := r.Value
+		now := time.Now()
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tAMOUNT\tACCOUNT\tAPPROVALS\tTXID")
+		head := "ID\tSTATE\tAMOUNT\tACCOUNT\tTO\tREQUESTER\tAGE\tAPPROVALS\tTXID"
+		if pos[0] == "in-flight" {
+			head += "\tAMBIGUOUS"
+		}
+		fmt.Fprintln(tw, head)
 		for _, w := range doc.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", w.ID, w.State, w.Amount, w.Account, len(w.Approvals), w.RequiredApprovals, orDash(w.TxID))
+			// Age: waiting for approvals since the request, ready since the
+			// approval, in flight since it entered signing.
+			since := w.RequestedAt
+			if w.ApprovedAt != nil && pos[0] == "ready" {
+				since = *w.ApprovedAt
+			}
+			age := now.Sub(since)
+			if w.InFlight != nil {
+				age = time.Duration(w.InFlight.AgeSeconds * float64(time.Second))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s", w.ID, w.State, w.Amount, w.Account, w.ToAddress,
+				w.RequestedBy, fmtAge(age), len(w.Approvals), w.RequiredApprovals, orDash(w.TxID))
+			if pos[0] == "in-flight" {
+				amb := "no"
+				if w.InFlight != nil && w.InFlight.Ambiguous {
+					amb = "YES"
+				}
+				fmt.Fprintf(tw, "\t%s", amb)
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -776,4 +800,18 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	})
+}
+
+// fmtAge is a duration rounded for a table: 45s, 12m3s, 5h2m, 3d4h.
+func fmtAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+	days := int(d / (24 * time.Hour))
+	return fmt.Sprintf("%dd%dh", days, int((d-time.Duration(days)*24*time.Hour)/time.Hour))
 }

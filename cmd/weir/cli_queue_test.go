@@ -63,3 +63,40 @@ func TestQueueCommandPages(t *testing.T) {
 	wantCode(t, code, 1, out, errOut)
 	wantContains(t, "limit too high", errOut, "weir queue: invalid_command: ", "limit")
 }
+
+// oneInFlight serves one in-flight withdrawal whose send is unacknowledged.
+type oneInFlight struct{ threeApprovals }
+
+func (oneInFlight) InFlight(now time.Time) []projections.InFlightItem {
+	w := aggregate.Withdrawal{
+		ID: "00000009-0000-4000-8000-000000000000", State: aggregate.StateBroadcasting, Account: "acme",
+		ToAddress: cliTestAddr, RequestedBy: "alice", RequestedAt: now.Add(-2 * time.Hour),
+		Amount: aggregate.MustParseAmount(aggregate.USDT, "7"), Asset: aggregate.USDT.Code, RequiredApprovals: 1,
+	}
+	return []projections.InFlightItem{{Withdrawal: w, Since: now.Add(-90 * time.Second), Age: 90 * time.Second,
+		Unacknowledged: true, LeaseLapsed: true, Ambiguous: true}}
+}
+
+// The human queue names destination, requester and age; in flight it
+// says whether the withdrawal is ambiguous (reconciliation by txid due).
+func TestQueueHumanOutputShowsDestinationRequesterAgeAndAmbiguity(t *testing.T) {
+	s := newStack(t, false)
+	principals, err := api.NewPrincipals([]api.Principal{{Name: "bob", Token: tokBob, Roles: []api.Role{api.RoleApprover}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := api.StartService(s.nc, api.ServiceConfig{Intake: s.intake, Principals: principals, Queues: oneInFlight{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	code, out, errOut := s.weir(t, "queue", "in-flight", "--token", tokBob)
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "in-flight", out, "TO", "REQUESTER", "AGE", "AMBIGUOUS", cliTestAddr, "alice", "1m30s", "YES")
+	code, out, errOut = s.weir(t, "queue", "approvals", "--token", tokBob)
+	wantCode(t, code, 0, out, errOut)
+	if strings.Contains(out, "AMBIGUOUS") {
+		t.Fatalf("approvals show an ambiguity column:\n%s", out)
+	}
+}

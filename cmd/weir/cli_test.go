@@ -49,6 +49,9 @@ type stack struct {
 	ledger *sagas.Ledger
 	intake *sagas.Intake
 	svc    micro.Service
+	// principals and log are what the service was started with.
+	principals *api.Principals
+	log        *slog.Logger
 }
 
 func newStack(t *testing.T, withService bool) *stack {
@@ -71,7 +74,7 @@ func newStack(t *testing.T, withService bool) *stack {
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)
 	s := &stack{emb: emb, url: emb.ClientURL(), nc: nc, store: store, repo: repo, ledger: ledger,
-		intake: sagas.NewIntake(repo, ledger, nil)}
+		intake: sagas.NewIntake(repo, ledger, nil), principals: principals, log: logger}
 	if withService {
 		s.svc, err = api.StartService(nc, api.ServiceConfig{Intake: s.intake, Principals: principals, Logger: logger})
 		if err != nil {

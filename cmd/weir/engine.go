@@ -318,6 +318,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err := e.startNotifications(ctx, connect, cfg, log); err != nil {
 		return nil, err
 	}
+	hist, err := e.startHistory(ctx, connect, cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	for i := range cfg.Workers {
 		if err := e.startWorker(ctx, i, connect, signer, cust, approverRole(principals), log); err != nil {
 			return nil, err
@@ -329,7 +333,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
 	limiter := api.NewRateLimiter(cfg.RateLimit, nil)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
-		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log,
+		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist, Logger: log,
 		Health: e.health, Metrics: metrics, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
 	})
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
@@ -352,7 +356,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err != nil {
 		return nil, err
 	}
-	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, Logger: log, Metrics: metrics, RateLimit: limiter}); err != nil {
+	if e.service, err = api.StartService(svcConn, api.ServiceConfig{Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist, Logger: log, Metrics: metrics, RateLimit: limiter}); err != nil {
 		return nil, err
 	}
 	log.Info("NATS command service started", "name", "weir", "subjects", "weir.cmd.>")

@@ -101,6 +101,12 @@ var threatTable = []attack{
 	{name: "forge a notification (nats pub weir.notify…)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "weir.notify.withdrawal.dev.confirmed", `{"type":"withdrawal.state_changed"}`)
 	}},
+	{name: "forge a history entry (nats pub weir.history…)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "weir.history.withdrawal.dev", `{"id":"6f1c2a1e-8d4b-4a51-9a7e-2f0c5b7d9e10","account":"dev"}`)
+	}},
+	{name: "delete the history index (nats stream rm WEIR_HISTORY)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.STREAM.DELETE.WEIR_HISTORY", nil)
+	}},
 	{name: "cut the log (nats stream edit --max-msgs=5)", try: func(t *testing.T, nc *nats.Conn, b *boundary) {
 		pub(t, nc, "$JS.API.STREAM.UPDATE.WEIR_EVENTS", streamConfig(t, b, func(c *jetstream.StreamConfig) { c.MaxMsgs = 5 }))
 	}},

@@ -216,6 +216,16 @@ type DeclineRequest struct {
 	Reason string `json:"reason"`
 }
 
+// List pages the withdrawal history (newest first) as GET /v1/withdrawals.
+func (c *Client) List(ctx context.Context, q ListQuery) (Reply[ListBody], error) {
+	return Call[ListBody](ctx, c, SubjectWithdrawalList, q)
+}
+
+// Statement pages an account's movements (newest first).
+func (c *Client) Statement(ctx context.Context, q StatementQuery) (Reply[StatementBody], error) {
+	return Call[StatementBody](ctx, c, SubjectAccountStatement, q)
+}
+
 // Withdrawal reads withdrawal id.
 func (c *Client) Withdrawal(ctx context.Context, id string) (Reply[aggregate.WithdrawalView], error) {
 	return Call[aggregate.WithdrawalView](ctx, c, SubjectWithdrawalGet, idRequest{id})

@@ -14,13 +14,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/projections/history"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -121,15 +124,17 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	ledgerDone := make(chan struct{})
 	go func() { defer close(ledgerDone); _ = ledger.Run(ctx) }()
 
+	hist := startHistory(ctx, t, emb, store, logger)
+
 	metrics := api.NewMetrics()
 	health := &healthSwitch{}
 	principals := testPrincipals(t)
 	srv := httptest.NewServer(api.NewHTTPHandler(api.HTTPConfig{
-		Intake: intake, Principals: principals, Queues: o.queues, Health: health.check,
+		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Health: health.check,
 		Metrics: metrics, Logger: logger, RateLimit: o.rateLimit, MaxInFlight: o.maxInFlight,
 	}))
 	svc, err := api.StartService(nc, api.ServiceConfig{
-		Intake: intake, Principals: principals, Queues: o.queues, Version: "1.2.3", Metrics: metrics, Logger: logger,
+		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Version: "1.2.3", Metrics: metrics, Logger: logger,
 		RateLimit: o.rateLimit,
 	})
 	if err != nil {
@@ -146,6 +151,42 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 		emb.Shutdown()
 	})
 	return &env{emb: emb, intake: intake, srv: srv, nc: nc, client: client, svc: svc, metrics: metrics, health: health}
+}
+
+// startHistory runs the history indexer on the test's store until ctx
+// ends; lists wait for it to reach the log's end (read your writes).
+func startHistory(ctx context.Context, t *testing.T, emb *eventstoretest.Server, store *eventstore.Store, logger *slog.Logger) api.History {
+	t.Helper()
+	js, err := jetstream.New(emb.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := history.EnsureStream(ctx, js, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := history.NewIndexer(store, js, stream, logger)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = x.Run(ctx) }()
+	t.Cleanup(func() { <-done })
+	return caughtUp{store: store, x: x, r: history.NewReader(stream)}
+}
+
+type caughtUp struct {
+	store *eventstore.Store
+	x     *history.Indexer
+	r     *history.Reader
+}
+
+func (c caughtUp) Walk(ctx context.Context, account string, before uint64, fn func(history.Entry) (bool, error)) error {
+	last, err := c.store.LastSequence(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.x.WaitFor(ctx, last); err != nil {
+		return err
+	}
+	return c.r.Walk(ctx, account, before, fn)
 }
 
 type testWriter struct{ t *testing.T }

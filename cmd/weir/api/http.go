@@ -41,6 +41,8 @@ type HTTPConfig struct {
 	Principals *Principals   // required
 	// Queues serves /v1/queues/*; nil serves empty lists.
 	Queues Queues
+	// History serves GET /v1/withdrawals; nil lists nothing.
+	History History
 	// Health says whether the store and workers are up (GET /healthz: 200,
 	// or 503 with the error); nil means always up.
 	Health func(context.Context) error
@@ -101,7 +103,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	}
 	a := &httpAPI{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, mux: http.NewServeMux(),
-		ops:     &ops{intake: cfg.Intake, queues: cfg.Queues, now: cfg.Now},
+		ops:     &ops{intake: cfg.Intake, queues: cfg.Queues, history: cfg.History, now: cfg.Now},
 		allowed: map[string][]string{},
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 	}
@@ -109,6 +111,20 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 
 	a.handle("POST", "/v1/withdrawals", cmdRequest, true, func(ctx context.Context, p Principal, _ *http.Request, body []byte) (result, error) {
 		return o.request(ctx, p, body)
+	})
+	a.handle("GET", "/v1/withdrawals", cmdList, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
+		q, err := listQuery(r)
+		if err != nil {
+			return result{}, err
+		}
+		return o.list(ctx, p, q)
+	})
+	a.handle("GET", "/v1/accounts/{id}/statement", cmdStatement, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
+		page, err := pageQuery(r)
+		if err != nil {
+			return result{}, err
+		}
+		return o.statement(ctx, p, StatementQuery{Account: r.PathValue("id"), Limit: page.Limit, Cursor: page.Cursor})
 	})
 	a.handle("GET", "/v1/withdrawals/{id}", cmdGet, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 		return o.withdrawal(ctx, p, r.PathValue("id"))

@@ -605,7 +605,7 @@ func TestHealthzMetricsAndRouting(t *testing.T) {
 	if allow := r.header.Get("Allow"); allow != "GET, PUT" {
 		t.Fatalf("Allow %q", allow)
 	}
-	wantErr(t, e.do(t, "GET", "/v1/withdrawals", tokAlice, nil), http.StatusMethodNotAllowed, "method_not_allowed", "")
+	wantErr(t, e.do(t, "PUT", "/v1/withdrawals", tokAlice, nil), http.StatusMethodNotAllowed, "method_not_allowed", "")
 }
 
 // TestConcurrentIdenticalRequests: 32 identical POSTs at once create one

@@ -42,9 +42,10 @@ type result struct {
 // the body strictly, calls the application layer and shapes the reply. No
 // business rule lives here.
 type ops struct {
-	intake *sagas.Intake
-	queues Queues
-	now    func() time.Time
+	intake  *sagas.Intake
+	queues  Queues
+	history History
+	now     func() time.Time
 }
 
 // Command names: the "command" label of the latency histogram and the

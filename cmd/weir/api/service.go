@@ -30,6 +30,8 @@ const (
 	SubjectWithdrawalCancel     = "weir.cmd.withdrawal.cancel"      // {"id"}
 	SubjectWithdrawalDecline    = "weir.cmd.withdrawal.decline"     // {"id","reason"}
 	SubjectWithdrawalGet        = "weir.cmd.withdrawal.get"         // {"id"}
+	SubjectWithdrawalList       = "weir.cmd.withdrawal.list"        // {"state","account","limit","cursor"} as GET /v1/withdrawals
+	SubjectAccountStatement     = "weir.cmd.account.statement"      // {"account","limit","cursor"} as GET /v1/accounts/{id}/statement
 	SubjectWithdrawalEvents     = "weir.cmd.withdrawal.events"      // {"id"}
 	SubjectAccountCredit        = "weir.cmd.account.credit"         // {"account","credit_id","amount"}
 	SubjectAccountCreditApprove = "weir.cmd.account.credit.approve" // {"account","credit_id"}
@@ -51,6 +53,8 @@ type ServiceConfig struct {
 	Principals *Principals   // required
 	// Queues serves weir.cmd.queue.*; nil serves empty lists.
 	Queues Queues
+	// History serves weir.cmd.withdrawal.list; nil lists nothing.
+	History History
 	// Now is the clock the queues are read at; nil: time.Now.
 	Now func() time.Time
 	// Version is the service version shown by `nats micro info` (semver);
@@ -136,7 +140,7 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	}
 	s := &natsService{
 		nc: nc, cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		ops: &ops{intake: cfg.Intake, queues: cfg.Queues, now: cfg.Now},
+		ops: &ops{intake: cfg.Intake, queues: cfg.Queues, history: cfg.History, now: cfg.Now},
 		sem: make(chan struct{}, cfg.MaxConcurrent),
 	}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -162,6 +166,20 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 			return o.decline(ctx, p, "", body)
 		}},
 		{SubjectWithdrawalGet, cmdGet, withID(o.withdrawal)},
+		{SubjectWithdrawalList, cmdList, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			var q ListQuery
+			if err := decodeOptional(body, &q); err != nil {
+				return result{}, err
+			}
+			return o.list(ctx, p, q)
+		}},
+		{SubjectAccountStatement, cmdStatement, func(ctx context.Context, p Principal, body []byte) (result, error) {
+			var q StatementQuery
+			if err := decodeStrict(body, &q); err != nil {
+				return result{}, err
+			}
+			return o.statement(ctx, p, q)
+		}},
 		{SubjectWithdrawalEvents, cmdEvents, withID(o.events)},
 		{SubjectAccountCredit, cmdCredit, func(ctx context.Context, p Principal, body []byte) (result, error) {
 			return o.credit(ctx, p, "", body)
@@ -215,13 +233,20 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 func queueEndpoint(o *ops, name string) natsFunc {
 	return func(_ context.Context, p Principal, body []byte) (result, error) {
 		var page Page
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := decodeStrict(body, &page); err != nil {
-				return result{}, err
-			}
+		if err := decodeOptional(body, &page); err != nil {
+			return result{}, err
 		}
 		return o.queue(p, name, page)
 	}
+}
+
+// decodeOptional decodes body strictly into v; an empty body leaves v as
+// it is.
+func decodeOptional(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decodeStrict(body, v)
 }
 
 // decodeEmpty accepts an empty body or {}.
