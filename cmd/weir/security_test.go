@@ -219,9 +219,14 @@ func ledgerCaughtUp(t *testing.T, b *boundary) {
 	js, _ := jetstream.New(b.weir)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		var last uint64
+		s, err := js.Stream(t.Context(), "WEIR_EVENTS")
+		if err == nil {
+			last = s.CachedInfo().State.LastSeq
+		}
 		c, err := js.Consumer(t.Context(), "WEIR_EVENTS", sagas.LedgerConsumer)
 		if err == nil {
-			if ci := c.CachedInfo(); ci.NumPending == 0 && ci.NumAckPending == 0 {
+			if ci := c.CachedInfo(); ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= last {
 				return
 			}
 		}
