@@ -21,7 +21,11 @@
 // is a convenience that may lag: decisions (claims, approvals, reservations)
 // are made by deciders against a stream loaded from the store, never against
 // a view, so a stale or rebuilt projection can delay work but never cause a
-// wrong decision. A record it cannot fold stops it loudly (Err) rather than
+// wrong decision. A record out of order stops it loudly (Err) rather than
 // being skipped: a projection that silently missed an event would be wrong
-// forever.
+// forever. A record that fails verification or decoding is quarantined
+// (Quarantined): its aggregate leaves every view, nothing of it is folded
+// again, the store is told (Violations), and the rest of the log goes on.
+// Checkpoints are authenticated with the store's Sealer and size-capped; one
+// that fails is discarded and the log replayed.
 package projections

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
+	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
@@ -30,9 +33,11 @@ func integrityConfig(dir string) serveConfig {
 
 // TestForgedCreditFromALeakedAdminCredentialIsCaught runs the attack of
 // issue 10 against a default `weir serve`: a full-access NATS identity
-// publishes a well-formed credit of 5,000,000 with every header right, and
-// a 7-byte event of an unknown type. The forged account answers 409
-// integrity_violation and nothing is ever paid from it; /healthz is
+// publishes a well-formed credit of 5,000,000 with every header right, a
+// 7-byte event of an unknown type, and the approval of a reserved
+// withdrawal. The forged account answers 409 integrity_violation (HTTP and
+// NATS) and nothing is ever paid from it, the forged approval is never
+// acted on; /healthz is
 // degraded naming both stream sequences, the metric counts them, `weir
 // audit --event-key` exits 1 naming them — and every other account keeps
 // paying out.
@@ -81,6 +86,17 @@ func TestForgedCreditFromALeakedAdminCredentialIsCaught(t *testing.T) {
 	if code != http.StatusConflict || errCode(body) != "integrity_violation" {
 		t.Fatalf("GET mallory: %d %v, want 409 integrity_violation", code, body)
 	}
+	// The same answer over NATS, to a principal logged in with its token.
+	alice, err := nats.Connect(eng.natsURL, nats.Token("dev-alice-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	_, err = api.NewClient(alice, "dev-alice-token").Account(ctx, "mallory")
+	var refused *api.Refusal
+	if !errors.As(err, &refused) || refused.Status != http.StatusConflict || refused.Code != "integrity_violation" {
+		t.Fatalf("weir.cmd.account.get mallory: %v, want 409 integrity_violation", err)
+	}
 	id := "7e0b7c1a-1111-4222-8333-000000000001"
 	code, _, body = c.do("POST", "/v1/withdrawals", "dev-alice-token",
 		`{"operation_id":"`+id+`","account":"mallory","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"90"}`)
@@ -90,6 +106,26 @@ func TestForgedCreditFromALeakedAdminCredentialIsCaught(t *testing.T) {
 	if code, _, w := c.do("POST", "/v1/withdrawals/"+id+"/approve", "dev-bob-token", ""); code != 200 || w["reserved"] == true {
 		t.Fatalf("approve: %d %v (it may be approved, never reserved)", code, w)
 	}
+
+	// A forged approval of a reserved withdrawal on a funded account
+	// (the one approval a single-approver withdrawal needs): the projector
+	// quarantines it, so no worker takes it, and nothing is ever appended
+	// after it.
+	approvedByForger := "7e0b7c1a-1111-4222-8333-000000000003"
+	if code, _, w := c.do("POST", "/v1/withdrawals", "dev-alice-token",
+		`{"operation_id":"`+approvedByForger+`","account":"dev","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"50"}`); code != 201 || w["reserved"] != true {
+		t.Fatalf("request on dev: %d %v", code, w)
+	}
+	wkey := eventstore.Key{Type: eventlog.TypeWithdrawal, ID: approvedByForger}
+	_, wpos, err := eng.store.Load(ctx, wkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval, _ := json.Marshal(aggregate.Approved{Approval: aggregate.Approval{By: "dev-bob", At: time.Now().UTC(), Rule: "single", PolicyVersion: 1}, RequiredApprovals: 1, At: time.Now().UTC()})
+	if ack, err = js.PublishMsg(ctx, eventstoretest.Forged(eng.store.Subject(wkey), wpos, aggregate.EventApproved, aggregate.EventSchemaVersion, approval)); err != nil {
+		t.Fatal(err)
+	}
+	forgedApproval := ack.Sequence
 
 	// Everything else keeps working: the dev account pays out.
 	paid := "7e0b7c1a-1111-4222-8333-000000000002"
@@ -104,22 +140,33 @@ func TestForgedCreditFromALeakedAdminCredentialIsCaught(t *testing.T) {
 	if _, _, w := c.do("GET", "/v1/withdrawals/"+id, "dev-alice-token", ""); w["reserved"] == true || w["state"] == "confirmed" {
 		t.Fatalf("the withdrawal on the forged credit: %v", w)
 	}
-	if _, _, q := c.do("GET", "/v1/queues/ready", "dev-bob-token", ""); queueHas(q, id) {
-		t.Fatalf("the withdrawal on the forged credit is ready to send: %v", q)
+	if _, _, q := c.do("GET", "/v1/queues/ready", "dev-bob-token", ""); queueHas(q, id) || queueHas(q, approvedByForger) {
+		t.Fatalf("a withdrawal resting on a forgery is ready to send: %v", q)
+	}
+	st, err := js.Stream(ctx, eng.store.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, err := st.GetLastMsgForSubject(ctx, eng.store.Subject(wkey)); err != nil || last.Sequence != forgedApproval {
+		t.Fatalf("after the forged approval the withdrawal's subject ends at %v (%v), want the forgery at seq %d: something acted on it", last, err, forgedApproval)
+	}
+	if code, _, body := c.do("GET", "/v1/withdrawals/"+approvedByForger, "dev-alice-token", ""); code != http.StatusConflict || errCode(body) != "integrity_violation" {
+		t.Fatalf("GET the withdrawal with the forged approval: %d %v", code, body)
 	}
 
 	code, _, body = c.do("GET", "/healthz", "", "")
 	msg, _ := body["error"].(map[string]any)["message"].(string)
 	if code != http.StatusServiceUnavailable || body["status"] != "degraded" ||
-		!strings.Contains(msg, "stream seq "+strconv.FormatUint(credit, 10)) || !strings.Contains(msg, "stream seq "+strconv.FormatUint(junkSeq, 10)) {
+		!strings.Contains(msg, "stream seq "+strconv.FormatUint(credit, 10)) || !strings.Contains(msg, "stream seq "+strconv.FormatUint(junkSeq, 10)) ||
+		!strings.Contains(msg, "stream seq "+strconv.FormatUint(forgedApproval, 10)) {
 		t.Fatalf("healthz: %d %v, want degraded naming seqs %d and %d", code, body, credit, junkSeq)
 	}
-	if metrics := c.text("/metrics"); !strings.Contains(metrics, "weir_integrity_violations_total 2") {
+	if metrics := c.text("/metrics"); !strings.Contains(metrics, "weir_integrity_violations_total 3") {
 		t.Fatalf("metrics lack weir_integrity_violations_total 2:\n%s", grepLines(metrics, "integrity"))
 	}
 
 	exit, out, errOut := runWeir(t, "audit", "--all", "--nats-url", eng.natsURL, "--token", "dev-olivia-token", "--tron-node", "", "--event-key", keyFile)
-	for _, seq := range []uint64{credit, junkSeq} {
+	for _, seq := range []uint64{credit, junkSeq, forgedApproval} {
 		if exit != 1 || !strings.Contains(out+errOut, "sequence "+strconv.FormatUint(seq, 10)) {
 			t.Fatalf("audit: exit %d, want 1 naming sequence %d:\n%s\n%s", exit, seq, out, errOut)
 		}
