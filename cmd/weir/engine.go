@@ -111,6 +111,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err := refuseDevDefaults(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkListeners(cfg); err != nil {
+		return nil, err
+	}
 	principals := api.DevPrincipals()
 	devMode := cfg.Principals == ""
 	if !devMode {

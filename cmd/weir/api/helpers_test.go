@@ -99,6 +99,7 @@ type envOpts struct {
 	queues      api.Queues
 	rateLimit   *api.RateLimiter
 	maxInFlight int
+	logger      *slog.Logger // nil: discard (or warnings in -v)
 }
 
 // newEnv runs the real stack: embedded NATS (memory), the event store, the
@@ -117,6 +118,9 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if o.logger != nil {
+		logger = o.logger
 	}
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)

@@ -242,7 +242,11 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", status), slog.String("principal", info.principal),
 		slog.Duration("duration", d), slog.String("request_id", info.id),
 	}
-	a.log.LogAttrs(r.Context(), logLevel(status, info.err), "http request", append(attrs, errAttr(info.err)...)...)
+	level := logLevel(status, info.err)
+	if level == slog.LevelInfo && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		level = slog.LevelDebug // reads are many and change nothing
+	}
+	a.log.LogAttrs(r.Context(), level, "http request", append(attrs, errAttr(info.err)...)...)
 }
 
 type handlerFunc func(ctx context.Context, p Principal, r *http.Request, body []byte) (result, error)

@@ -74,6 +74,12 @@ const (
 	cmdHealth        = "healthz"
 )
 
+// readCommands change nothing; their requests are logged at debug.
+var readCommands = map[string]bool{
+	cmdGet: true, cmdEvents: true, cmdAccount: true, cmdPolicyGet: true, cmdQueue: true,
+	cmdList: true, cmdStatement: true, cmdHealth: true,
+}
+
 // commandRoles is the role each write needs, checked by both transports
 // before the body is read. Reads need any authenticated principal; cancel
 // is judged by the application layer (its requester or an operator).

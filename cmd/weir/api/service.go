@@ -391,7 +391,11 @@ func (s *natsService) respond(subject, command, reply string, start time.Time, p
 		slog.String("subject", subject), slog.Int("status", status),
 		slog.String("principal", principal), slog.Duration("duration", d),
 	}
-	s.log.LogAttrs(context.Background(), logLevel(status, internal), "nats request", append(attrs, errAttr(internal)...)...)
+	level := logLevel(status, internal)
+	if level == slog.LevelInfo && readCommands[command] {
+		level = slog.LevelDebug // reads are many and change nothing
+	}
+	s.log.LogAttrs(context.Background(), level, "nats request", append(attrs, errAttr(internal)...)...)
 }
 
 // replyHeaderRoom is kept free of the max payload for the reply's headers.
