@@ -13,6 +13,8 @@ const (
 	TypeWithdrawal = "withdrawal"
 	TypeAccount    = "account"
 	TypePolicy     = "policy"
+	// TypeWebhook holds webhook registrations (weir.evt.webhook.<id>).
+	TypeWebhook = "webhook"
 )
 
 // PolicyStreamID is the id of the one policy aggregate.
@@ -27,6 +29,9 @@ func NewRegistry() *eventstore.Registry {
 	for _, t := range aggregate.EventTypes() {
 		reg.Register(t, aggregate.EventSchemaVersion)
 	}
+	for _, t := range aggregate.WebhookEventTypes() {
+		reg.Register(t, aggregate.EventSchemaVersion)
+	}
 	return reg
 }
 
@@ -38,6 +43,11 @@ func WithdrawalEvents(recs []eventstore.Record) ([]aggregate.Event, error) {
 // AccountEvents decodes an account stream's records into domain events.
 func AccountEvents(recs []eventstore.Record) ([]aggregate.AccountEvent, error) {
 	return decode(recs, aggregate.DecodeAccountEvent)
+}
+
+// WebhookEvents decodes a webhook stream's records into domain events.
+func WebhookEvents(recs []eventstore.Record) ([]aggregate.WebhookEvent, error) {
+	return decode(recs, aggregate.DecodeWebhookEvent)
 }
 
 // PolicyEvents decodes the policy stream's records into domain events.

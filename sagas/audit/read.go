@@ -81,6 +81,8 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 			c.byW[r.Key.ID] = append(c.byW[r.Key.ID], r)
 		case eventlog.TypeAccount:
 			c.byA[r.Key.ID] = append(c.byA[r.Key.ID], r)
+		case eventlog.TypeWebhook:
+			// Webhook registrations move no money; nothing to judge.
 		case eventlog.TypePolicy:
 			if r.Key.ID == eventlog.PolicyStreamID {
 				c.policy = append(c.policy, r)
