@@ -29,6 +29,7 @@ import (
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/notify"
+	"github.com/weir-payouts/weir/sagas/webhook"
 	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
@@ -47,19 +48,22 @@ type engine struct {
 	// publisher derives WEIR_NOTIFY from the log.
 	publisher    *notify.Publisher
 	notifyStream jetstream.Stream
-	sim          *tron.SimNode // nil with --tron-node
-	node         tron.Node
-	httpSrv      *http.Server
-	httpLimit    *api.LimitListener
-	tronSrv      *http.Server
-	service      micro.Service
-	httpAddr     string
-	natsURL      string
-	tronURL      string
-	cancel       context.CancelFunc
-	up           *startup // retries start-up's JetStream calls on a slow cluster
-	wg           sync.WaitGroup
-	closeOnce    sync.Once
+	// webhooks keeps registrations; webhookOutcomes counts deliveries.
+	webhooks        *webhook.Service
+	webhookOutcomes *prometheus.CounterVec
+	sim             *tron.SimNode // nil with --tron-node
+	node            tron.Node
+	httpSrv         *http.Server
+	httpLimit       *api.LimitListener
+	tronSrv         *http.Server
+	service         micro.Service
+	httpAddr        string
+	natsURL         string
+	tronURL         string
+	cancel          context.CancelFunc
+	up              *startup // retries start-up's JetStream calls on a slow cluster
+	wg              sync.WaitGroup
+	closeOnce       sync.Once
 	// died records the first background loop (ledger saga, a worker, the
 	// simulated chain) that stopped on its own: money would stop moving,
 	// so /healthz must say so.
@@ -334,10 +338,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	// Transports.
 	metrics := api.NewMetrics()
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
+	metrics.Registry.MustRegister(e.webhookOutcomes)
 	limiter := api.NewRateLimiter(cfg.RateLimit, nil)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
 		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist, Logger: log,
-		Health: e.health, Metrics: metrics, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
+		Health: e.health, Metrics: metrics, Webhooks: e.webhooks, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
 	})
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {

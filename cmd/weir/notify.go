@@ -7,10 +7,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas/notify"
+	"github.com/weir-payouts/weir/sagas/webhook"
 )
 
 // startNotifications creates WEIR_NOTIFY and starts the publisher that
@@ -48,5 +50,40 @@ func (e *engine) startNotifications(ctx context.Context, connect func(string) (*
 		}
 	}()
 	log.Info("notifications", "stream", notify.Stream, "subjects", notify.SubjectPrefix+".<account>.<state>")
+	return e.startWebhooks(ctx, js, store, stream, cfg, log)
+}
+
+// startWebhooks opens the webhook room and starts its dispatcher, which
+// delivers WEIR_NOTIFY to every registered webhook.
+func (e *engine) startWebhooks(ctx context.Context, js jetstream.JetStream, store *eventstore.Store, stream jetstream.Stream, cfg serveConfig, log *slog.Logger) error {
+	guard := webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate}
+	if err := e.up.do(ctx, "webhook buckets", func(ctx context.Context) (err error) {
+		e.webhooks, err = webhook.Open(ctx, js, store, stream, webhook.Config{Replicas: cfg.Replicas, Memory: cfg.memory, Guard: guard})
+		return err
+	}); err != nil {
+		return err
+	}
+	e.webhookOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_webhook_deliveries_total",
+		Help: "Webhook delivery attempts by outcome (delivered, failed, refused: the target address is not allowed; abandoned: given up after the retry age).",
+	}, []string{"outcome"})
+	for _, o := range []string{webhook.OutcomeDelivered, webhook.OutcomeFailed, webhook.OutcomeRefused, webhook.OutcomeAbandoned} {
+		e.webhookOutcomes.WithLabelValues(o)
+	}
+	d := webhook.NewDispatcher(webhook.DispatcherConfig{
+		Service: e.webhooks, Store: store, JS: js, Guard: guard, Logger: log.With("room", "webhooks"),
+		FirstRetry: cfg.webhookFirstRetry,
+		OnOutcome:  func(o string) { e.webhookOutcomes.WithLabelValues(o).Inc() },
+	})
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := d.Run(ctx); err != nil && ctx.Err() == nil {
+			e.fail("webhook dispatcher", err)
+		}
+	}()
+	if cfg.WebhookAllowPrivate {
+		log.Warn("webhooks may target loopback, private and link-local addresses (--webhook-allow-private)")
+	}
 	return nil
 }

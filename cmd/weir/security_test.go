@@ -173,6 +173,15 @@ var threatTable = []attack{
 		pub(t, nc, "$JS.API.CONSUMER.DURABLE.CREATE.WEIR_EVENTS.mine", `{"stream_name":"WEIR_EVENTS","config":{"durable_name":"mine","ack_policy":"explicit"}}`)
 		pub(t, nc, "$JS.API.CONSUMER.CREATE.WEIR_EVENTS.mine.weir.evt.>", `{"stream_name":"WEIR_EVENTS","config":{"durable_name":"mine","ack_policy":"explicit"}}`)
 	}},
+	{name: "read webhook secrets (nats kv get weir_webhooks secret.ID)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.DIRECT.GET.KV_weir_webhooks.$KV.weir_webhooks.secret.wh_x", nil)
+		pub(t, nc, "$JS.API.STREAM.MSG.GET.KV_weir_webhooks", `{"last_by_subj":"$KV.weir_webhooks.secret.wh_x"}`)
+		pub(t, nc, "$JS.API.CONSUMER.CREATE.KV_weir_webhooks.peek", `{"stream_name":"KV_weir_webhooks","config":{"name":"peek","ack_policy":"none"}}`)
+	}},
+	{name: "rewrite a webhook's cursor or delivery record (skip or replay deliveries)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$KV.weir_webhooks.cursor.wh_x", "999999")
+		pub(t, nc, "$KV.weir_webhook_deliveries.wh_x.00000000000000000001", `{"status":"delivered"}`)
+	}},
 	{name: "read the event log without the auditor role", roles: []string{roleProducer}, try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "$JS.API.DIRECT.GET.WEIR_EVENTS", `{"seq":1}`)
 		pub(t, nc, "$JS.API.CONSUMER.CREATE.WEIR_EVENTS.peek", `{"stream_name":"WEIR_EVENTS","config":{"name":"peek","ack_policy":"none"}}`)

@@ -41,7 +41,10 @@ type serveConfig struct {
 	CreditReviewAbove string // "0": no review
 	SigningKey        string
 	EventKey          string // file; the key itself is never logged
-	LogLevel          string
+	// WebhookAllowPrivate lets webhooks target loopback, private and
+	// link-local addresses (a receiver on this host or network).
+	WebhookAllowPrivate bool
+	LogLevel            string
 	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
 	MaxConns        int
 	MaxConnsPerAddr int
@@ -55,6 +58,9 @@ type serveConfig struct {
 	StartupWait time.Duration
 	// startupPause replaces the wait between those retries (tests).
 	startupPause func(context.Context, time.Duration) error
+
+	// webhookFirstRetry replaces the first retry's wait (tests).
+	webhookFirstRetry time.Duration
 
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
@@ -89,6 +95,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty with the embedded store: a key generated in --data")
+	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, private and link-local addresses (checked at registration and on every connection); off: such URLs are refused with 422 invalid_url")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
 	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/sagas/webhook"
 )
 
 // Error codes the transports raise themselves (the domain's are the
@@ -56,6 +57,7 @@ var StatusTable = map[string]int{
 	aggregate.CodeInvalidRoute:       http.StatusUnprocessableEntity,
 	aggregate.CodeInvalidEnvelope:    http.StatusUnprocessableEntity,
 	aggregate.CodeInvalidEvidence:    http.StatusUnprocessableEntity,
+	webhook.CodeInvalidURL:           http.StatusUnprocessableEntity,
 
 	// the state the command meets refuses it: 409
 	aggregate.CodeIdempotencyConflict:   http.StatusConflict,

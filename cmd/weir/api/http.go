@@ -61,6 +61,8 @@ type HTTPConfig struct {
 	// RateLimit is each principal's request budget (share it with the
 	// NATS service); nil: unlimited.
 	RateLimit *RateLimiter
+	// Webhooks serves /v1/webhooks; nil: no webhook routes.
+	Webhooks Webhooks
 	// MaxInFlight bounds the API requests handled at once
 	// (DefaultMaxInFlight when zero); beyond it a request is answered 503
 	// unavailable with Retry-After at once, never queued.
@@ -168,6 +170,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	a.handle("POST", "/v1/policy/proposals/{version}/approve", cmdPolicyApprove, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 		return o.approvePolicy(ctx, p, r.PathValue("version"))
 	})
+	a.webhookRoutes(cfg.Webhooks)
 	a.mux.HandleFunc("GET /healthz", a.healthz)
 	a.allowed["/healthz"] = []string{"GET"}
 	a.mux.Handle("GET /metrics", a.metrics.Handler())

@@ -92,6 +92,11 @@ var commandRoles = map[string]Role{
 	cmdPolicySet:     RoleOperator,
 	// approving a policy proposal is an operator's act, not an approver's.
 	cmdPolicyApprove: RoleOperator,
+	// webhooks, reads included: URLs and deliveries span every account.
+	cmdWebhookCreate:     RoleOperator,
+	cmdWebhookList:       RoleOperator,
+	cmdWebhookDelete:     RoleOperator,
+	cmdWebhookDeliveries: RoleOperator,
 }
 
 // authorize checks the role command needs.

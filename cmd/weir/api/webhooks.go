@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/sagas/webhook"
+)
+
+// Webhooks is what the API needs of the webhook room (sagas/webhook's
+// Service satisfies it); nil serves no webhook routes.
+type Webhooks interface {
+	Register(ctx context.Context, in webhook.RegisterInput) (webhook.View, error)
+	List(ctx context.Context) ([]aggregate.Webhook, error)
+	Delete(ctx context.Context, id, by string) (aggregate.Webhook, error)
+	Deliveries(ctx context.Context, id string, limit int) ([]webhook.Delivery, error)
+}
+
+// Webhook command names. Every webhook route, reads included, is an
+// operator's: URLs and delivery records span every account.
+const (
+	cmdWebhookCreate     = "webhook.create"
+	cmdWebhookList       = "webhook.list"
+	cmdWebhookDelete     = "webhook.delete"
+	cmdWebhookDeliveries = "webhook.deliveries"
+)
+
+// webhookBody is POST /v1/webhooks.
+type webhookBody struct {
+	URL      string   `json:"url"`
+	Events   []string `json:"events"`
+	Accounts []string `json:"accounts"`
+}
+
+// WebhookList is GET /v1/webhooks.
+type WebhookList struct {
+	Webhooks []webhook.View `json:"webhooks"`
+}
+
+// DeliveryList is GET /v1/webhooks/{id}/deliveries.
+type DeliveryList struct {
+	Deliveries []webhook.Delivery `json:"deliveries"`
+}
+
+func (a *httpAPI) webhookRoutes(hooks Webhooks) {
+	if hooks == nil {
+		return
+	}
+	a.handle("POST", "/v1/webhooks", cmdWebhookCreate, true, func(ctx context.Context, p Principal, _ *http.Request, body []byte) (result, error) {
+		var in webhookBody
+		if err := decodeStrict(body, &in); err != nil {
+			return result{}, err
+		}
+		if in.Events == nil {
+			in.Events = []string{aggregate.WebhookEventStateChanged}
+		}
+		v, err := hooks.Register(ctx, webhook.RegisterInput{URL: in.URL, Events: in.Events, Accounts: in.Accounts, By: p.Name})
+		if err != nil {
+			return result{}, err
+		}
+		return result{created: true, body: v}, nil
+	})
+	a.handle("GET", "/v1/webhooks", cmdWebhookList, false, func(ctx context.Context, _ Principal, _ *http.Request, _ []byte) (result, error) {
+		hs, err := hooks.List(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		out := WebhookList{Webhooks: make([]webhook.View, len(hs))}
+		for i, h := range hs {
+			out.Webhooks[i] = webhook.ViewOf(h)
+		}
+		return result{body: out}, nil
+	})
+	a.handle("DELETE", "/v1/webhooks/{id}", cmdWebhookDelete, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
+		h, err := hooks.Delete(ctx, r.PathValue("id"), p.Name)
+		if err != nil {
+			return result{}, err
+		}
+		return result{body: webhook.ViewOf(h)}, nil
+	})
+	a.handle("GET", "/v1/webhooks/{id}/deliveries", cmdWebhookDeliveries, false, func(ctx context.Context, _ Principal, r *http.Request, _ []byte) (result, error) {
+		page, err := pageQuery(r)
+		if err != nil {
+			return result{}, err
+		}
+		limit := page.Limit
+		if limit <= 0 {
+			limit = DefaultPageLimit
+		}
+		limit = min(limit, MaxPageLimit)
+		ds, err := hooks.Deliveries(ctx, r.PathValue("id"), limit)
+		if err != nil {
+			return result{}, err
+		}
+		return result{body: DeliveryList{Deliveries: ds}}, nil
+	})
+}
