@@ -271,26 +271,38 @@ func (l *LimitListener) ConnState(c net.Conn, s http.ConnState) {
 // refused at accept and evicted while idle (register them on
 // Metrics.Registry).
 func (l *LimitListener) Collectors() []prometheus.Collector {
-	stat := func(i int) func() float64 {
-		return func() float64 {
-			open, refused, evicted := l.Stats()
-			return float64([]int{open, refused, evicted}[i])
-		}
+	stat := func(pick func(ConnStats) int) func() float64 {
+		return func() float64 { return float64(pick(l.Stats())) }
 	}
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_http_connections_open",
-			Help: "HTTP connections open now."}, stat(0)),
+			Help: "HTTP connections open now."}, stat(func(s ConnStats) int { return s.Open })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_http_connections_idle",
+			Help: "HTTP connections open and idle now (between requests, or accepted and silent)."}, stat(func(s ConnStats) int { return s.Idle })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_http_connections_refused_total",
-			Help: "HTTP connections closed at accept: over the per-address cap, or at the total cap with none idle."}, stat(1)),
+			Help: "HTTP connections closed at accept: over the per-address cap, or at the total cap with none idle."}, stat(func(s ConnStats) int { return s.Refused })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_http_connections_evicted_total",
-			Help: "Idle HTTP connections closed to make room at the total cap."}, stat(2)),
+			Help: "Idle HTTP connections closed to make room at the total cap."}, stat(func(s ConnStats) int { return s.Evicted })),
 	}
 }
 
-// Stats reports the connections open now, refused at accept and evicted
-// while idle.
-func (l *LimitListener) Stats() (open, refused, evicted int) {
+// ConnStats is what a LimitListener holds and has refused.
+type ConnStats struct {
+	Open    int // connections open now
+	Idle    int // of those, idle now
+	Refused int // closed at accept
+	Evicted int // idle ones closed to make room
+}
+
+// Stats reports the listener's connections.
+func (l *LimitListener) Stats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.conns), l.refused, l.evicted
+	s := ConnStats{Open: len(l.conns), Refused: l.refused, Evicted: l.evicted}
+	for c := range l.conns {
+		if c.idle {
+			s.Idle++
+		}
+	}
+	return s
 }

@@ -324,20 +324,22 @@ func get(c net.Conn) bool {
 	return err == nil && n > 0
 }
 
-// waitOpen waits until the listener counts n open connections (the server
-// accepts asynchronously). It polls the listener's own state, bounded.
-func waitOpen(t *testing.T, ln *api.LimitListener, want func(open int) bool) {
+// waitIdle waits until the listener holds n connections, all idle: the
+// server marks a connection idle just after writing its reply, so the
+// client may read the reply first. It polls the listener's own state,
+// bounded.
+func waitIdle(t *testing.T, ln *api.LimitListener, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	for {
-		open, _, _ := ln.Stats()
-		if want(open) {
+		s := ln.Stats()
+		if s.Open == n && s.Idle == n {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("open connections %d", open)
+			t.Fatalf("connections %+v, want %d open and idle", s, n)
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -355,6 +357,7 @@ func TestLimitListenerCapsPerAddressAndEvictsIdleAtTheTotalCap(t *testing.T) {
 			t.Fatal("a connection within the per-address cap is refused")
 		}
 		flood = append(flood, c)
+		waitIdle(t, ln, len(flood)) // idle in the order they came
 	}
 	if get(dialFrom(t, "127.0.0.2", addr)) {
 		t.Fatal("a 4th connection from one address is served")
@@ -365,14 +368,14 @@ func TestLimitListenerCapsPerAddressAndEvictsIdleAtTheTotalCap(t *testing.T) {
 			t.Fatal("another address is refused")
 		}
 		flood = append(flood, c)
+		waitIdle(t, ln, len(flood))
 	}
-	waitOpen(t, ln, func(open int) bool { return open == 6 })
 	// All six idle: a seventh client gets in; the oldest idle one goes.
 	if !get(dialFrom(t, "127.0.0.1", addr)) {
 		t.Fatal("a new client is kept out by idle connections")
 	}
-	if _, _, evicted := ln.Stats(); evicted != 1 {
-		t.Fatalf("evicted %d, want 1", evicted)
+	if s := ln.Stats(); s.Evicted != 1 {
+		t.Fatalf("evicted %d, want 1", s.Evicted)
 	}
 	if get(flood[0]) {
 		t.Fatal("the oldest idle connection was not the one closed")
