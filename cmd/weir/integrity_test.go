@@ -153,6 +153,11 @@ func TestForgedCreditFromALeakedAdminCredentialIsCaught(t *testing.T) {
 	if code, _, body := c.do("GET", "/v1/withdrawals/"+approvedByForger, "dev-alice-token", ""); code != http.StatusConflict || errCode(body) != "integrity_violation" {
 		t.Fatalf("GET the withdrawal with the forged approval: %d %v", code, body)
 	}
+	// The history lists the others and leaves the quarantined one out.
+	if code, _, body := c.do("GET", "/v1/withdrawals?account=dev", "dev-olivia-token", ""); code != 200 ||
+		!listHas(body, paid) || listHas(body, approvedByForger) {
+		t.Fatalf("GET /v1/withdrawals?account=dev: %d %v, want %s listed and not %s", code, body, paid, approvedByForger)
+	}
 
 	code, _, body = c.do("GET", "/healthz", "", "")
 	msg, _ := body["error"].(map[string]any)["message"].(string)
@@ -231,4 +236,14 @@ func TestEventKeyFileIsPrivateAndRotates(t *testing.T) {
 	if code, _, body := c.do("GET", "/healthz", "", ""); code != 200 {
 		t.Fatalf("healthz after rotation: %d %v", code, body)
 	}
+}
+
+func listHas(body map[string]any, id string) bool {
+	ws, _ := body["withdrawals"].([]any)
+	for _, w := range ws {
+		if m, _ := w.(map[string]any); m["id"] == id {
+			return true
+		}
+	}
+	return false
 }

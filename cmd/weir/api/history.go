@@ -117,6 +117,9 @@ func (o *ops) list(ctx context.Context, p Principal, q ListQuery) (result, error
 			return false, nil
 		}
 		w, err := o.intake.Withdrawal(ctx, e.ID)
+		if errors.Is(err, sagas.ErrIntegrityViolation) {
+			return false, nil // quarantined: its own GET says so (409); the list goes on
+		}
 		if err != nil {
 			return true, fmt.Errorf("list: withdrawal %s: %w", e.ID, err)
 		}
