@@ -110,10 +110,18 @@ type SettleInternally struct {
 
 // BuildEnvelope writes ahead the first transaction (approved → signing).
 // Policy is the policy in force: approvals are re-checked against it.
+//
+// Worker and LeaseUntil, when set, claim the withdrawal in the same event
+// (as ClaimWithdrawal would: another worker's live lease refuses it with
+// claim_held), and Route, when set, routes it (it must be external and the
+// withdrawal not routed yet): one append for what were three.
 type BuildEnvelope struct {
-	Envelope Envelope
-	Policy   Policy
-	At       time.Time
+	Envelope   Envelope
+	Policy     Policy
+	Worker     string
+	LeaseUntil time.Time
+	Route      Route
+	At         time.Time
 }
 
 // RecordSignature records the signature of the current envelope. Policy

@@ -35,7 +35,27 @@ func decideBuildEnvelope(w Withdrawal, c BuildEnvelope) (Event, error) {
 	}
 	// After an unsigned envelope was retired (back to requested, approved
 	// again) the next one is the next attempt.
-	return EnvelopeBuilt{Attempt: w.Attempt + 1, Envelope: env, PolicyVersion: c.Policy.Version, At: at}, nil
+	ev := EnvelopeBuilt{Attempt: w.Attempt + 1, Envelope: env, PolicyVersion: c.Policy.Version, At: at}
+	if c.Worker != "" || !c.LeaseUntil.IsZero() {
+		if err := checkToken(CodeInvalidCommand, "worker", c.Worker); err != nil {
+			return nil, err
+		}
+		if !c.LeaseUntil.After(at) {
+			return nil, newError(CodeInvalidCommand, "lease_until", "must be after at")
+		}
+		ev.Worker, ev.LeaseUntil = c.Worker, c.LeaseUntil.UTC()
+	}
+	switch {
+	case c.Route.IsZero():
+	case !c.Route.IsExternal():
+		return nil, newError(CodeInvalidRoute, "route", "an envelope needs an external route (asked %q)", c.Route.Rail())
+	case w.Route.IsZero():
+		r := c.Route
+		ev.Route = &r
+	case !w.Route.Equal(c.Route):
+		return nil, newError(CodeInvalidTransition, "route", "already routed %s (%s)", w.Route.Rail(), w.Route.Reason())
+	}
+	return ev, nil
 }
 
 // currentTxID refuses any txid but the current envelope's; a retired one is

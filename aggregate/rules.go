@@ -113,21 +113,12 @@ func checkEvent(w Withdrawal, e Event) error {
 			return newError(CodeInvalidEvent, "amount", "the reservation must be of the withdrawal's amount on its account")
 		}
 	case Claimed:
-		if err := checkToken(CodeInvalidEvent, "worker", ev.Worker); err != nil {
+		if err := checkClaim(w, ev); err != nil {
 			return err
 		}
-		if !ev.LeaseUntil.After(ev.At) {
-			return newError(CodeInvalidEvent, "lease_until", "must be after at")
-		}
-		if w.Claim.Worker != ev.Worker && w.Claim.HeldAt(ev.At) {
-			return newError(CodeClaimHeld, "", "claimed by %s until %s", w.Claim.Worker, w.Claim.LeaseUntil.Format(time.RFC3339Nano))
-		}
 	case Routed:
-		if ev.Route.IsZero() {
-			return newError(CodeInvalidRoute, "route", "required")
-		}
-		if !w.Route.IsZero() {
-			return newError(CodeInvalidTransition, "route", "already routed")
+		if err := checkRoute(w, ev.Route); err != nil {
+			return err
 		}
 	case SettledInternally:
 		if !w.Route.IsInternal() {
@@ -140,6 +131,19 @@ func checkEvent(w Withdrawal, e Event) error {
 			return err
 		}
 	case EnvelopeBuilt:
+		if c, ok := ev.claim(); ok {
+			if err := checkClaim(w, c); err != nil {
+				return err
+			}
+		} else if !ev.LeaseUntil.IsZero() {
+			return newError(CodeInvalidEvent, "lease_until", "a lease without a worker")
+		}
+		if ev.Route != nil {
+			if err := checkRoute(w, *ev.Route); err != nil {
+				return err
+			}
+			w.Route = *ev.Route
+		}
 		if ev.Attempt != w.Attempt+1 || !w.Envelope.IsZero() {
 			return newError(CodeInvalidTransition, "attempt", "an envelope is built when none is current (attempt %d after %d); later ones are rebuilds", ev.Attempt, w.Attempt)
 		}
@@ -233,6 +237,32 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 	default:
 		return newError(CodeUnknownEvent, "", "unknown event value %T (events are passed as values)", e)
+	}
+	return nil
+}
+
+// checkClaim is the rule of a claim, on its own or carried by an envelope.
+func checkClaim(w Withdrawal, c Claimed) error {
+	if err := checkToken(CodeInvalidEvent, "worker", c.Worker); err != nil {
+		return err
+	}
+	if !c.LeaseUntil.After(c.At) {
+		return newError(CodeInvalidEvent, "lease_until", "must be after at")
+	}
+	if w.Claim.Worker != c.Worker && w.Claim.HeldAt(c.At) {
+		return newError(CodeClaimHeld, "", "claimed by %s until %s", w.Claim.Worker, w.Claim.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkRoute is the rule of a routing decision, on its own or carried by
+// an envelope.
+func checkRoute(w Withdrawal, r Route) error {
+	if r.IsZero() {
+		return newError(CodeInvalidRoute, "route", "required")
+	}
+	if !w.Route.IsZero() {
+		return newError(CodeInvalidTransition, "route", "already routed")
 	}
 	return nil
 }

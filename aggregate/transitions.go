@@ -86,7 +86,8 @@ var transitionRows = []struct {
 	{[]State{StateSigned, StateBroadcasting, StateBroadcast}, EventRebuilt, StateSigning},
 	// An envelope never signed needs no proof to be replaced.
 	{[]State{StateSigning}, EventEnvelopeReplaced, StateSigning},
-	{[]State{StateBroadcast}, EventConfirmed, StateConfirmed},
+	// Confirmation needs the solid block, not the acceptance before it.
+	{[]State{StateBroadcasting, StateBroadcast}, EventConfirmed, StateConfirmed},
 	{[]State{StateSigning, StateSigned, StateBroadcasting, StateBroadcast}, EventFailed, StateFailed},
 }
 

@@ -37,6 +37,8 @@ var expectedLegal = map[State]map[string]State{
 	StateBroadcasting: {
 		EventClaimed: StateBroadcasting, EventBroadcasting: StateBroadcasting,
 		EventBroadcastAccepted: StateBroadcast, EventRebuilt: StateSigning, EventFailed: StateFailed,
+		// A solid block with the txid confirms without an acceptance written first.
+		EventConfirmed: StateConfirmed,
 	},
 	StateBroadcast: {
 		EventClaimed: StateBroadcast, EventBroadcasting: StateBroadcasting, EventRebuilt: StateSigning,

@@ -311,6 +311,12 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	case SettledInternally:
 		w.Claim = Claim{}
 	case EnvelopeBuilt:
+		if c, ok := ev.claim(); ok {
+			w.Claim = Claim{Worker: c.Worker, LeaseUntil: c.LeaseUntil, At: c.At}
+		}
+		if ev.Route != nil {
+			w.Route = *ev.Route
+		}
 		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
 		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
 	case EnvelopeReplaced:
@@ -386,10 +392,23 @@ func AuditRecorded(events []Event, recordedAt []time.Time) (Withdrawal, error) {
 // by the claimant's alone (Claim.Until).
 func EvolveRecorded(w Withdrawal, e Event, recordedAt time.Time) Withdrawal {
 	w = Evolve(w, e)
-	if _, ok := e.(Claimed); ok && !recordedAt.IsZero() && w.Claim.Worker != "" {
+	if claims(e) && !recordedAt.IsZero() && w.Claim.Worker != "" {
 		w.Claim.RecordedAt = recordedAt.UTC()
 	}
 	return w
+}
+
+// claims reports whether e takes or renews a claim (a claimed event, or an
+// envelope written ahead together with its claim).
+func claims(e Event) bool {
+	switch ev := e.(type) {
+	case Claimed:
+		return true
+	case EnvelopeBuilt:
+		_, ok := ev.claim()
+		return ok
+	}
+	return false
 }
 
 func eventType(e Event) string {

@@ -221,11 +221,29 @@ type SettledInternally struct {
 
 // EnvelopeBuilt is the write-ahead of the first transaction (approved →
 // signing): its txid is in the log before it is signed or sent.
+//
+// It may also carry the broadcast worker's claim and the routing decision
+// (Worker, LeaseUntil, Route): a worker that claims, routes and writes
+// ahead in one decision appends one event instead of three, fenced at the
+// position it read exactly as the three were. Without them (logs written
+// before, or a withdrawal already claimed and routed) the claim and route
+// are the earlier claimed and routed events.
 type EnvelopeBuilt struct {
 	Attempt       int       `json:"attempt"`
 	Envelope      Envelope  `json:"envelope"`
 	PolicyVersion int       `json:"policy_version"`
+	Worker        string    `json:"worker,omitempty"`
+	LeaseUntil    time.Time `json:"lease_until,omitzero"`
+	Route         *Route    `json:"route,omitempty"`
 	At            time.Time `json:"at"`
+}
+
+// claim is the claim an envelope event carries, if any.
+func (e EnvelopeBuilt) claim() (Claimed, bool) {
+	if e.Worker == "" {
+		return Claimed{}, false
+	}
+	return Claimed{Worker: e.Worker, LeaseUntil: e.LeaseUntil, At: e.At}, true
 }
 
 // Signed records the signature of the current envelope (signing → signed).
@@ -282,7 +300,9 @@ type Rebuilt struct {
 }
 
 // Confirmed records inclusion in a solid block with a successful receipt
-// (broadcast → confirmed). BlockTime is chain time in ms.
+// (broadcast → confirmed, or broadcasting → confirmed: a solid block that
+// includes the txid is a stronger word than any acceptance, which a
+// worker then need not write). BlockTime is chain time in ms.
 type Confirmed struct {
 	TxID        string    `json:"txid"`
 	BlockNumber int64     `json:"block_number"`

@@ -49,6 +49,9 @@ func (wk *Worker) handle(ctx context.Context, f *flight) (stepResult, error) {
 // ledger (internal route; the node is never called) or write ahead the
 // first envelope.
 func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
+	if wk.claimsWithEnvelope(f.w) {
+		return wk.prepareInOne(ctx, f)
+	}
 	if f.w.Route.IsZero() {
 		route, err := wk.route(f.w)
 		if err != nil {
@@ -96,6 +99,51 @@ func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
 	wk.log.Info("envelope built", "withdrawal", f.w.ID, "txid", env.TxID, "expiration", env.Expiration)
 	if wk.crashAt(CrashAfterBuild, f.w.ID) {
 		return stepStop, ErrCrashed
+	}
+	return stepNext, nil
+}
+
+// prepareInOne is prepare for an external payout not yet claimed by this
+// worker nor routed: the approvals are re-checked against the policy in
+// force, the envelope is built, and the claim, the route and the
+// envelope's write-ahead are one append at the position read — refused,
+// like a claim, if another worker's lease is live or the stream moved.
+// Nothing is signed or sent before it is in the log.
+func (wk *Worker) prepareInOne(ctx context.Context, f *flight) (stepResult, error) {
+	route, err := wk.route(f.w)
+	if err != nil {
+		return stepStop, err
+	}
+	policy, err := wk.policy(ctx)
+	if err != nil {
+		return stepStop, err
+	}
+	if stop, err := wk.recheck(ctx, f, policy); stop || err != nil {
+		return stepStop, err
+	}
+	to, err := tron.ParseAddress(f.w.ToAddress)
+	if err != nil {
+		return stepStop, err
+	}
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	if err != nil {
+		return stepWait, err
+	}
+	claimed := f.w.Claim.Worker != wk.cfg.ID
+	now := wk.now()
+	if err := wk.write(ctx, f, aggregate.BuildEnvelope{
+		Envelope: env, Policy: policy, Worker: wk.cfg.ID, LeaseUntil: now.Add(wk.cfg.Lease), Route: route, At: now,
+	}, true); err != nil {
+		return stepStop, err
+	}
+	wk.log.Info("claimed, routed and envelope built", "withdrawal", f.w.ID, "txid", env.TxID, "expiration", env.Expiration)
+	for _, p := range []CrashPoint{CrashAfterClaim, CrashAfterRoute, CrashAfterBuild} {
+		if p == CrashAfterClaim && !claimed {
+			continue
+		}
+		if wk.crashAt(p, f.w.ID) {
+			return stepStop, ErrCrashed
+		}
 	}
 	return stepNext, nil
 }
@@ -313,8 +361,14 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 	}
 	switch tron.ClassifyBroadcast(res, sendErr) {
 	case tron.OutcomeAccepted:
+		// Kept in hand, not appended: the solid block decides, and a
+		// worker that loses this reconciles by txid.
 		wk.log.Info("broadcast accepted", "withdrawal", f.w.ID, "txid", txid, "send", n)
-		return wk.accepted(ctx, f, n, string(res.Code))
+		wk.acceptedBy[txid] = string(res.Code)
+		if wk.crashAt(CrashAfterAccepted, f.w.ID) {
+			return stepStop, ErrCrashed
+		}
+		return stepNext, nil
 	case tron.OutcomeRejected:
 		// A hard reject is this node's word about these bytes, not proof
 		// that they can never land: they stay validly signed until their

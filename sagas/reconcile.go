@@ -15,6 +15,11 @@ import (
 // again while they can still be accepted, and once they cannot, wait for
 // the chain-time proof of death.
 func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) {
+	if _, ok := wk.acceptedBy[f.w.Envelope.TxID]; ok {
+		// This worker's send was accepted: watch for the solid block as
+		// for a broadcast withdrawal.
+		return wk.confirm(ctx, f)
+	}
 	st, err := wk.lookup(ctx, f.w.Envelope.TxID)
 	if err != nil {
 		return stepWait, err
@@ -25,7 +30,8 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 	return wk.resendOrProve(ctx, f)
 }
 
-// confirm handles broadcast: the network had the transaction. Only the
+// confirm handles broadcast (and broadcasting after this worker's send
+// was accepted): the network had the transaction. Only the
 // solidity view decides the outcome (a solid block is final); see settle.
 // A transaction the node no longer knows was dropped from the pool: it is
 // sent again, as in reconcile.

@@ -174,6 +174,13 @@ type Worker struct {
 
 	// scans holds the proofs of death in progress, by txid (proof.go).
 	scans map[string]*expiryScan
+
+	// acceptedBy holds the node's acceptance of a send by this worker, by
+	// txid, kept in hand rather than appended: the withdrawal stays
+	// broadcasting in the log and is confirmed straight from there when
+	// its solid block is found. A worker that lost it reconciles by txid
+	// (and records the acceptance it finds), as after any crash.
+	acceptedBy map[string]string
 }
 
 // flight is a withdrawal in a worker's hands: the state it decided against
@@ -193,14 +200,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	h := fnv.New64a()
 	h.Write([]byte(cfg.ID))
 	return &Worker{
-		cfg:      cfg,
-		log:      cfg.Logger.With("worker", cfg.ID),
-		wake:     make(chan struct{}, 1),
-		held:     map[string]*flight{},
-		sentAt:   map[string]int64{},
-		rejected: map[string]tron.BroadcastResult{},
-		scans:    map[string]*expiryScan{},
-		spread:   h.Sum64(),
+		cfg:        cfg,
+		log:        cfg.Logger.With("worker", cfg.ID),
+		wake:       make(chan struct{}, 1),
+		held:       map[string]*flight{},
+		sentAt:     map[string]int64{},
+		rejected:   map[string]tron.BroadcastResult{},
+		scans:      map[string]*expiryScan{},
+		acceptedBy: map[string]string{},
+		spread:     h.Sum64(),
 	}, nil
 }
 
@@ -365,6 +373,7 @@ func (wk *Worker) forget(txid string) {
 	delete(wk.sentAt, txid)
 	delete(wk.rejected, txid)
 	delete(wk.scans, txid)
+	delete(wk.acceptedBy, txid)
 }
 
 // driveFlight runs handlers; keep reports whether the worker still holds
@@ -415,6 +424,12 @@ func (wk *Worker) holdLease(ctx context.Context, f *flight) error {
 	if !mine && c.HeldAt(now) {
 		return fmt.Errorf("%w: %s holds %s until %s", ErrFenced, c.Worker, f.w.ID, c.Until().Format(time.RFC3339Nano))
 	}
+	if wk.claimsWithEnvelope(f.w) {
+		// The claim goes into the envelope's write-ahead (prepare): one
+		// append, at the position read here, fences exactly as a claim
+		// would have before the first send.
+		return nil
+	}
 	if err := wk.write(ctx, f, aggregate.ClaimWithdrawal{Worker: wk.cfg.ID, LeaseUntil: now.Add(wk.cfg.Lease), At: now}, false); err != nil {
 		return err
 	}
@@ -425,6 +440,21 @@ func (wk *Worker) holdLease(ctx context.Context, f *flight) error {
 		}
 	}
 	return nil
+}
+
+// claimsWithEnvelope reports whether w's claim, route and first envelope
+// are written as one event: an approved withdrawal, not routed yet, to a
+// destination that is not custodied and parses (anything else takes the
+// step-by-step path: claim, route, then settle or reject).
+func (wk *Worker) claimsWithEnvelope(w aggregate.Withdrawal) bool {
+	if w.State != aggregate.StateApproved || !w.Route.IsZero() {
+		return false
+	}
+	if _, custodied := wk.cfg.Custody(w.ToAddress); custodied {
+		return false
+	}
+	_, err := tron.ParseAddress(w.ToAddress)
+	return err == nil
 }
 
 // write decides cmd against the state the worker holds and appends it at

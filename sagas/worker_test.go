@@ -66,7 +66,7 @@ func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
 	id := r.ready(bcAddress("run"), "19.99")
 	w1.Notify()
 	store := r.repo.Store()
-	bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcastAccepted)
+	bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcasting)
 	r.sim.Advance(tron.DefaultSolidityLag + 2)
 	w1.Notify()
 	bcWaitFor(t, r.ctx, store, id, aggregate.EventConfirmed)

@@ -72,7 +72,9 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 		_, _, evs := cb.do("GET", "/v1/withdrawals/"+id+"/events", "dev-alice-token", "")
 		built := 0
 		for _, e := range evs["events"].([]any) {
-			if data, _ := e.(map[string]any)["data"].(map[string]any); data != nil && e.(map[string]any)["type"] == "withdrawal.claimed" {
+			// A claim is its own event, or travels in the envelope's write-ahead.
+			if data, _ := e.(map[string]any)["data"].(map[string]any); data != nil && data["worker"] != nil &&
+				(e.(map[string]any)["type"] == "withdrawal.claimed" || e.(map[string]any)["type"] == "withdrawal.envelope_built") {
 				worker, _ := data["worker"].(string)
 				claimers[worker]++
 			}

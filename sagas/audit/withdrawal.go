@@ -270,6 +270,14 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		add("txid", ev.Envelope.TxID)
 		add("expiration", fmtMs(ev.Envelope.Expiration))
 		add("policy_version", ev.PolicyVersion)
+		if ev.Worker != "" { // claimed and routed in the same event
+			add("worker", ev.Worker)
+			add("lease_until", fmtTime(ev.LeaseUntil))
+		}
+		if ev.Route != nil {
+			add("rail", ev.Route.Rail())
+			w.Route = *ev.Route
+		}
 		a.checkAuthorisation(w, ev.PolicyVersion, rec, report, wa)
 		if !w.Route.IsExternal() {
 			report(Violation, "route", "an envelope for a withdrawal routed %q", w.Route.Rail())
