@@ -3,6 +3,7 @@ package sagas_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +59,18 @@ func bcWaitFor(t *testing.T, ctx context.Context, store *eventstore.Store, id, t
 // work it finds; it returns nil when its context ends.
 func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
 	r := newBCRig(t)
-	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.PollInterval = time.Hour })
+	sent := make(chan struct{})
+	var once sync.Once
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) {
+		c.PollInterval = time.Hour
+		// Not a crash: the hook tells the test the node accepted the send.
+		c.Crash = func(p sagas.CrashPoint, _ string) bool {
+			if p == sagas.CrashAfterAccepted {
+				once.Do(func() { close(sent) })
+			}
+			return false
+		}
+	})
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan error, 1)
 	go func() { done <- w1.Run(ctx) }()
@@ -67,6 +79,11 @@ func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
 	w1.Notify()
 	store := r.repo.Store()
 	bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcasting)
+	select {
+	case <-sent:
+	case <-r.ctx.Done():
+		t.Fatal("the send was never accepted")
+	}
 	r.sim.Advance(tron.DefaultSolidityLag + 2)
 	w1.Notify()
 	bcWaitFor(t, r.ctx, store, id, aggregate.EventConfirmed)
