@@ -247,7 +247,7 @@ func (wk *Worker) recheck(ctx context.Context, f *flight, policy aggregate.Polic
 		return false, nil
 	}
 	if from == aggregate.StateSigning {
-		wk.forget(f.w.Retired[len(f.w.Retired)-1].TxID)
+		f.forget(f.w.Retired[len(f.w.Retired)-1].TxID)
 	}
 	wk.log.Info("approvals no longer suffice", "withdrawal", f.w.ID, "from", from, "policy_version", policy.Version,
 		"reason", f.w.Reason, "discounted", f.w.Invalidation.Discounted)
@@ -315,7 +315,7 @@ func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Ad
 	}, true); err != nil {
 		return stepStop, err
 	}
-	wk.forget(old)
+	f.forget(old)
 	wk.log.Warn("envelope built for another signer replaced", "withdrawal", f.w.ID, "retired", old,
 		"old_owner", owner.String(), "signer", wk.cfg.Signer.Address().String(), "txid", env.TxID)
 	return stepNext, nil
@@ -349,13 +349,13 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 	if err := wk.write(ctx, f, aggregate.RecordBroadcastIntent{TxID: txid, Send: n, At: wk.now()}, true); err != nil {
 		return stepStop, err
 	}
-	if wk.crashAt(CrashAfterIntent, f.w.ID) {
+	if wk.crashAt(CrashAfterIntent, f.w.ID) || wk.dead.Load() {
 		return stepStop, ErrCrashed
 	}
 	nctx, cancel := wk.nodeCtx(ctx)
 	res, sendErr := wk.cfg.Node.Broadcast(nctx, stx)
 	cancel()
-	wk.sentAt[txid] = head.Number
+	f.mem().sentAt[txid] = head.Number
 	if wk.crashAt(CrashAfterSend, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
@@ -364,7 +364,7 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 		// Kept in hand, not appended: the solid block decides, and a
 		// worker that loses this reconciles by txid.
 		wk.log.Info("broadcast accepted", "withdrawal", f.w.ID, "txid", txid, "send", n)
-		wk.acceptedBy[txid] = string(res.Code)
+		f.mem().accepted[txid] = string(res.Code)
 		if wk.crashAt(CrashAfterAccepted, f.w.ID) {
 			return stepStop, ErrCrashed
 		}
@@ -379,7 +379,7 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 		// envelope here: the worker remembers the refusal, stops sending
 		// these bytes itself, and waits for the chain to decide — found
 		// → the normal path; the chain-time proof of death → node_rejected.
-		wk.rejected[txid] = res
+		f.mem().rejected[txid] = res
 		wk.log.Warn("broadcast rejected; waiting for the chain-time proof", "withdrawal", f.w.ID, "txid", txid, "send", n,
 			"result", res.String(), "expiration", f.w.Envelope.Expiration)
 	default:

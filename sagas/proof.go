@@ -70,19 +70,20 @@ func newExpiryScan(env aggregate.Envelope, margin int64) (*expiryScan, error) {
 // scanForExpiry continues (or starts) the scan of w's current envelope.
 // Neither field of the outcome set means "not yet": a block past the
 // scanned range is not solid on the backend that answered.
-func (wk *Worker) scanForExpiry(ctx context.Context, w aggregate.Withdrawal) (scanOutcome, error) {
+func (wk *Worker) scanForExpiry(ctx context.Context, f *flight) (scanOutcome, error) {
+	w, scans := f.w, f.mem().scans
 	env, margin := w.Envelope, wk.cfg.ExpiryMargin.Milliseconds()
-	sc := wk.scans[env.TxID]
+	sc := scans[env.TxID]
 	if sc == nil || sc.from != env.RefBlockNum || sc.deadline != env.Expiration+margin {
 		var err error
 		if sc, err = newExpiryScan(env, margin); err != nil {
 			return scanOutcome{}, fmt.Errorf("withdrawal %s: %w", w.ID, err)
 		}
-		wk.scans[env.TxID] = sc
+		scans[env.TxID] = sc
 	}
 	out, err := sc.advance(ctx, wk.cfg.Node, env, margin, maxScanPerStep, wk.nodeCtx)
 	if err != nil && !errors.Is(err, tron.ErrBlockNotSolid) {
-		delete(wk.scans, env.TxID) // two backends disagree (or one lies): start over
+		delete(scans, env.TxID) // two backends disagree (or one lies): start over
 	}
 	if errors.Is(err, tron.ErrBlockNotSolid) {
 		return scanOutcome{}, nil

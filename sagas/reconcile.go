@@ -15,7 +15,7 @@ import (
 // again while they can still be accepted, and once they cannot, wait for
 // the chain-time proof of death.
 func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) {
-	if _, ok := wk.acceptedBy[f.w.Envelope.TxID]; ok {
+	if _, ok := f.mem().accepted[f.w.Envelope.TxID]; ok {
 		// This worker's send was accepted: watch for the solid block as
 		// for a broadcast withdrawal.
 		return wk.confirm(ctx, f)
@@ -102,12 +102,12 @@ func (wk *Worker) resendOrProve(ctx context.Context, f *flight) (stepResult, err
 	if head.Timestamp >= f.w.Envelope.Expiration {
 		return wk.whenExpired(ctx, f)
 	}
-	if _, ok := wk.rejected[f.w.Envelope.TxID]; ok {
+	if _, ok := f.mem().rejected[f.w.Envelope.TxID]; ok {
 		// This worker's node refused these bytes: sending them again
 		// cannot help, and the chain-time proof is coming anyway.
 		return stepWait, nil
 	}
-	if last, ok := wk.sentAt[f.w.Envelope.TxID]; ok && head.Number <= last {
+	if last, ok := f.mem().sentAt[f.w.Envelope.TxID]; ok && head.Number <= last {
 		return stepWait, nil
 	}
 	return wk.send(ctx, f, head)
@@ -117,13 +117,13 @@ func (wk *Worker) resendOrProve(ctx context.Context, f *flight) (stepResult, err
 // lookup rather than from a broadcast answer.
 func (wk *Worker) found(ctx context.Context, f *flight, st tron.TxStatus) (stepResult, error) {
 	result := "found_" + st.State.String()
-	if rej, ok := wk.rejected[f.w.Envelope.TxID]; ok {
+	if rej, ok := f.mem().rejected[f.w.Envelope.TxID]; ok {
 		// The network has the bytes a node refused: the refusal was that
 		// node's view, not the transaction's fate. Forget it, so that a
 		// later drop from the pool is resent like any other.
 		wk.log.Warn("hard-rejected transaction found on the network", "withdrawal", f.w.ID, "txid", f.w.Envelope.TxID,
 			"rejected", rej.String(), "status", st.String())
-		delete(wk.rejected, f.w.Envelope.TxID)
+		delete(f.mem().rejected, f.w.Envelope.TxID)
 	}
 	switch f.w.State {
 	case aggregate.StateBroadcast:
@@ -168,7 +168,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if solid.Timestamp < exp+margin {
 		return stepWait, nil
 	}
-	out, err := wk.scanForExpiry(ctx, f.w)
+	out, err := wk.scanForExpiry(ctx, f)
 	if err != nil {
 		return stepWait, err
 	}
@@ -184,7 +184,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	}
 	proof := fmt.Sprintf("solid blocks %d..%d (last at %d ≥ expiration %d + margin %d) hold no %s",
 		ev.Scan.From, ev.Scan.To, ev.Scan.ToTime, exp, margin, txid)
-	if rej, ok := wk.rejected[txid]; ok {
+	if rej, ok := f.mem().rejected[txid]; ok {
 		// Keep the proof's summary whole: only the node's text is cut to fit.
 		suffix := "; proof: " + proof
 		return wk.fail(ctx, f, failure{reason: aggregate.ReasonNodeRejected, detail: clipText(rej.String(), maxDetail-len(suffix)) + suffix, evidence: &ev})
@@ -207,7 +207,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if err := wk.write(ctx, f, aggregate.Rebuild{RetiredTxID: txid, Evidence: ev, Envelope: env, At: wk.now()}, true); err != nil {
 		return stepStop, err
 	}
-	wk.forget(txid)
+	f.forget(txid)
 	wk.log.Info("rebuilt after proof of death", "withdrawal", f.w.ID, "retired", txid, "txid", env.TxID,
 		"attempt", f.w.Attempt, "blocks", fmt.Sprintf("%d..%d", ev.Scan.From, ev.Scan.To), "solid_time", ev.Scan.ToTime, "expiration", exp)
 	if wk.crashAt(CrashAfterRebuild, f.w.ID) {
@@ -224,7 +224,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 func (wk *Worker) foundInBlock(ctx context.Context, f *flight, b tron.Block) (stepResult, error) {
 	txid := f.w.Envelope.TxID
 	wk.log.Warn("expired envelope found in a solid block", "withdrawal", f.w.ID, "txid", txid, "block", b.Header.Number)
-	delete(wk.scans, txid)
+	delete(f.mem().scans, txid)
 	st := tron.TxStatus{State: tron.TxIncluded, BlockNumber: b.Header.Number, BlockTime: b.Header.Timestamp}
 	if f.w.State != aggregate.StateBroadcast {
 		if next, err := wk.found(ctx, f, st); err != nil || next != stepNext {

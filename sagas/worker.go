@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ const (
 	DefaultMaxAttempts      = 3
 	DefaultPollInterval     = time.Second
 	DefaultNodeTimeout      = 10 * time.Second
+	DefaultInflight         = 64
 )
 
 // WorkerConfig configures one broadcast worker. ID, Repo, Node, Signer and
@@ -90,6 +92,10 @@ type WorkerConfig struct {
 	PollInterval time.Duration
 	// NodeTimeout bounds each node call. Default DefaultNodeTimeout.
 	NodeTimeout time.Duration
+	// Inflight bounds the withdrawals this worker drives at once (each in
+	// its own goroutine; node calls for different withdrawals overlap).
+	// Default DefaultInflight; 1 drives one at a time.
+	Inflight int
 	// Crash, when set, is consulted at every crash point (tests).
 	Crash CrashHook
 	// Logger; default slog.Default().
@@ -122,6 +128,7 @@ func (c *WorkerConfig) withDefaults() error {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.NodeTimeout = cmp.Or(c.NodeTimeout, DefaultNodeTimeout)
+	c.Inflight = cmp.Or(c.Inflight, DefaultInflight)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -130,6 +137,8 @@ func (c *WorkerConfig) withDefaults() error {
 		return errors.New("sagas: worker config: durations must not be negative")
 	case c.ExpirationWindow > tron.MaxExpiration:
 		return fmt.Errorf("sagas: worker config: expiration window %v exceeds TRON's maximum %v", c.ExpirationWindow, tron.MaxExpiration)
+	case c.Inflight < 1:
+		return errors.New("sagas: worker config: Inflight must be at least 1")
 	case c.MaxAttempts < 1:
 		return errors.New("sagas: worker config: MaxAttempts must be at least 1")
 	case c.FeeLimit < 0:
@@ -150,46 +159,82 @@ var ErrFenced = errors.New("sagas: fenced: another worker owns the withdrawal")
 // procedure, so a withdrawal left anywhere by a dead worker is finished by
 // whichever worker claims it next — there is no reaper and no startup scan.
 //
-// A Worker drives one withdrawal at a time; run several Workers (each its
-// own ID) for parallelism. Its methods may be called from any goroutine.
+// A Worker pipelines: it drives up to Inflight withdrawals at once, each
+// in its own goroutine, so node calls for different withdrawals overlap.
+// One withdrawal is never driven by two goroutines of the same worker, and
+// each is still fenced by its own stream position: every append is at the
+// position its driver last saw. Its methods may be called from any
+// goroutine.
 type Worker struct {
 	cfg  WorkerConfig
 	log  *slog.Logger
 	wake chan struct{}
 	dead atomic.Bool
 
-	mu     sync.Mutex         // serialises Step and Drive
+	steps sync.Mutex // one Step (or Drive) at a time; Run dispatches on its own
+
+	mu     sync.Mutex         // guards held, busy and rounds
 	held   map[string]*flight // withdrawals this worker holds a claim on, at the position it last saw
-	sentAt map[string]int64   // txid → head block number at this worker's last send of it
+	busy   map[string]bool    // withdrawals a goroutine of this worker is driving now
 	rounds uint64
 	spread uint64 // where in the ready queue this worker starts, so workers do not all race for the same one
-
-	// rejected holds the hard rejects (SIGERROR, BANDWITH_ERROR, …) this
-	// worker got for a txid: it sends those bytes no more, and once the
-	// chain-time proof holds the withdrawal fails with node_rejected
-	// instead of being rebuilt. Memory only, cleared with sentAt: a worker
-	// that lost it sends once more and is refused again (or, past the
-	// expiration, rebuilds on the proof as for any unseen envelope).
-	rejected map[string]tron.BroadcastResult
-
-	// scans holds the proofs of death in progress, by txid (proof.go).
-	scans map[string]*expiryScan
-
-	// acceptedBy holds the node's acceptance of a send by this worker, by
-	// txid, kept in hand rather than appended: the withdrawal stays
-	// broadcasting in the log and is confirmed straight from there when
-	// its solid block is found. A worker that lost it reconciles by txid
-	// (and records the acceptance it finds), as after any crash.
-	acceptedBy map[string]string
 }
 
 // flight is a withdrawal in a worker's hands: the state it decided against
 // and the position it must append at. The position is the fence: any
-// append by someone else since makes the next one of ours fail.
+// append by someone else since makes the next one of ours fail. Only the
+// goroutine driving it touches it.
 type flight struct {
 	w     aggregate.Withdrawal
 	pos   eventstore.Position
 	moved int // events appended in this drive, lease renewals excluded
+	txs   *txMemory
+}
+
+// txMemory is what a worker remembers about its own dealings with a
+// withdrawal's txids, between visits. It is memory only, dropped with the
+// flight: a worker that lost it does what any other worker would — asks
+// the chain by txid.
+type txMemory struct {
+	// sentAt: txid → head block number at this worker's last send of it.
+	sentAt map[string]int64
+	// rejected holds the hard rejects (SIGERROR, BANDWITH_ERROR, …) this
+	// worker got for a txid: it sends those bytes no more, and once the
+	// chain-time proof holds the withdrawal fails with node_rejected
+	// instead of being rebuilt. A worker that lost it sends once more and
+	// is refused again (or, past the expiration, rebuilds on the proof as
+	// for any unseen envelope).
+	rejected map[string]tron.BroadcastResult
+	// scans holds the proofs of death in progress, by txid (proof.go).
+	scans map[string]*expiryScan
+	// accepted holds the node's acceptance of a send by this worker, kept
+	// in hand rather than appended: the withdrawal stays broadcasting in
+	// the log and is confirmed straight from there when its solid block is
+	// found. A worker that lost it reconciles by txid (and records the
+	// acceptance it finds), as after any crash.
+	accepted map[string]string
+}
+
+// mem returns the flight's txid memory, making it on first use.
+func (f *flight) mem() *txMemory {
+	if f.txs == nil {
+		f.txs = &txMemory{
+			sentAt: map[string]int64{}, rejected: map[string]tron.BroadcastResult{},
+			scans: map[string]*expiryScan{}, accepted: map[string]string{},
+		}
+	}
+	return f.txs
+}
+
+// forget drops what the worker remembers about its sends of txid.
+func (f *flight) forget(txid string) {
+	if f.txs == nil {
+		return
+	}
+	delete(f.txs.sentAt, txid)
+	delete(f.txs.rejected, txid)
+	delete(f.txs.scans, txid)
+	delete(f.txs.accepted, txid)
 }
 
 // NewWorker validates cfg (filling defaults) and returns a worker.
@@ -200,15 +245,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	h := fnv.New64a()
 	h.Write([]byte(cfg.ID))
 	return &Worker{
-		cfg:        cfg,
-		log:        cfg.Logger.With("worker", cfg.ID),
-		wake:       make(chan struct{}, 1),
-		held:       map[string]*flight{},
-		sentAt:     map[string]int64{},
-		rejected:   map[string]tron.BroadcastResult{},
-		scans:      map[string]*expiryScan{},
-		acceptedBy: map[string]string{},
-		spread:     h.Sum64(),
+		cfg:    cfg,
+		log:    cfg.Logger.With("worker", cfg.ID),
+		wake:   make(chan struct{}, 1),
+		held:   map[string]*flight{},
+		busy:   map[string]bool{},
+		spread: h.Sum64(),
 	}, nil
 }
 
@@ -224,97 +266,184 @@ func (wk *Worker) Notify() {
 	}
 }
 
-// Run steps until ctx ends (returning nil) or a crash hook kills the worker
-// (returning ErrCrashed). Between steps that found nothing to do it waits
-// for Notify or for the poll interval, which is when leases lapse and
-// chains move.
+// driven is the end of one drive, as Run's dispatcher learns it.
+type driven struct {
+	id    string
+	moved bool
+	err   error
+}
+
+// Run drives withdrawals until ctx ends (returning nil) or a crash hook
+// kills the worker (returning ErrCrashed, once every drive in flight has
+// stopped). It keeps up to Inflight drives going: it looks for candidates
+// when notified (Notify: a withdrawal became ready), when a drive ends
+// with a free slot or after progress, and every PollInterval (leases lapse
+// and chains move without telling anyone).
 func (wk *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(wk.cfg.PollInterval)
 	defer t.Stop()
+	done := make(chan driven, wk.cfg.Inflight)
+	running := 0
+	stop := func(err error) error {
+		for ; running > 0; running-- {
+			<-done
+		}
+		return err
+	}
+	look := true
 	for {
-		progressed, err := wk.Step(ctx)
-		if errors.Is(err, ErrCrashed) {
-			return err
+		if wk.dead.Load() {
+			return stop(ErrCrashed)
 		}
 		if ctx.Err() != nil {
-			return nil
+			return stop(nil)
 		}
-		if progressed {
-			continue
+		if look && running < wk.cfg.Inflight {
+			look = false
+			for _, id := range wk.candidates() {
+				if running >= wk.cfg.Inflight {
+					break
+				}
+				if !wk.take(id) {
+					continue
+				}
+				running++
+				go func() {
+					moved, err := wk.driveTaken(ctx, id)
+					done <- driven{id: id, moved: moved, err: err}
+				}()
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-wk.wake:
+			look = true
 		case <-t.C:
+			look = true
+		case d := <-done:
+			running--
+			wk.report(ctx, d.id, d.err)
+			// A slot is free, or the withdrawal moved and may have more to
+			// do: look again (drives that found nothing to do wait for the
+			// next tick or notification).
+			look = look || d.moved || running == wk.cfg.Inflight-1
 		}
 	}
 }
 
-// Step drives every candidate once: withdrawals this worker holds, the
-// ready queue, and in-flight withdrawals whose lease lapsed. It reports
-// whether any withdrawal moved. Errors about one withdrawal (a node
-// timeout, a lost race, a store hiccup) are logged and do not stop the
-// step; the error returned is ErrCrashed or the context's.
+// Step drives every candidate once, up to Inflight at a time: withdrawals
+// this worker holds, the ready queue, and in-flight withdrawals whose
+// lease lapsed. It reports whether any withdrawal moved. Errors about one
+// withdrawal (a node timeout, a lost race, a store hiccup) are logged and
+// do not stop the step; the error returned is ErrCrashed or the context's.
 func (wk *Worker) Step(ctx context.Context) (bool, error) {
-	wk.mu.Lock()
-	defer wk.mu.Unlock()
+	wk.steps.Lock()
+	defer wk.steps.Unlock()
 	if wk.dead.Load() {
 		return false, ErrCrashed
 	}
-	progressed := false
+	var (
+		mu         sync.Mutex
+		progressed bool
+		crashed    bool
+		wg         sync.WaitGroup
+	)
+	slots := make(chan struct{}, wk.cfg.Inflight)
 	for _, id := range wk.candidates() {
-		if err := ctx.Err(); err != nil {
-			return progressed, err
+		if ctx.Err() != nil || wk.dead.Load() {
+			break
 		}
-		moved, err := wk.drive(ctx, id)
-		progressed = progressed || moved
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrCrashed):
-			return progressed, err
-		case ctx.Err() != nil:
-			return progressed, ctx.Err()
-		case errors.Is(err, ErrFenced):
-			wk.log.Debug("lost withdrawal", "withdrawal", id, "err", err)
-		case aggregate.CodeOf(err) != "":
-			// The domain refused a command this worker decided: a bug, or
-			// a configuration the domain will not accept.
-			wk.log.Error("command refused", "withdrawal", id, "err", err)
-		default:
-			wk.log.Warn("will retry", "withdrawal", id, "err", err)
+		slots <- struct{}{}
+		if !wk.take(id) {
+			<-slots
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			moved, err := wk.driveTaken(ctx, id)
+			mu.Lock()
+			progressed = progressed || moved
+			crashed = crashed || errors.Is(err, ErrCrashed)
+			mu.Unlock()
+			wk.report(ctx, id, err)
+		}()
+	}
+	wg.Wait()
+	switch {
+	case crashed || wk.dead.Load():
+		return progressed, ErrCrashed
+	case ctx.Err() != nil:
+		return progressed, ctx.Err()
 	}
 	return progressed, nil
+}
+
+// report logs the outcome of one drive.
+func (wk *Worker) report(ctx context.Context, id string, err error) {
+	switch {
+	case err == nil, errors.Is(err, ErrCrashed), ctx.Err() != nil:
+	case errors.Is(err, ErrFenced):
+		wk.log.Debug("lost withdrawal", "withdrawal", id, "err", err)
+	case aggregate.CodeOf(err) != "":
+		// The domain refused a command this worker decided: a bug, or a
+		// configuration the domain will not accept.
+		wk.log.Error("command refused", "withdrawal", id, "err", err)
+	default:
+		wk.log.Warn("will retry", "withdrawal", id, "err", err)
+	}
 }
 
 // Drive takes one withdrawal as far as it can go now: claims it if nobody
 // holds it, then runs state handlers until it is terminal or must wait for
 // the chain. It reports whether the withdrawal moved. ErrFenced (wrapped)
-// means another worker owns it; ErrCrashed that a crash hook fired.
+// means another worker owns it; ErrCrashed that a crash hook fired. A
+// withdrawal another goroutine of this worker is driving is left to it.
 func (wk *Worker) Drive(ctx context.Context, id string) (bool, error) {
-	wk.mu.Lock()
-	defer wk.mu.Unlock()
+	wk.steps.Lock()
+	defer wk.steps.Unlock()
 	if wk.dead.Load() {
 		return false, ErrCrashed
 	}
-	return wk.drive(ctx, id)
+	if !wk.take(id) {
+		return false, nil
+	}
+	return wk.driveTaken(ctx, id)
 }
 
-// candidates lists the ids to visit this step, held ones first.
+// take marks id as driven by the caller; false if a goroutine of this
+// worker already drives it.
+func (wk *Worker) take(id string) bool {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	if wk.busy[id] {
+		return false
+	}
+	wk.busy[id] = true
+	return true
+}
+
+// candidates lists the ids to visit, held ones first, leaving out those a
+// goroutine of this worker is driving.
 func (wk *Worker) candidates() []string {
 	now := wk.cfg.Clock()
-	seen := map[string]bool{}
-	var out []string
-	add := func(id string) {
-		if id != "" && !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
+	wk.mu.Lock()
 	held := make([]string, 0, len(wk.held))
 	for id := range wk.held {
 		held = append(held, id)
+	}
+	busy := maps.Clone(wk.busy)
+	rounds := wk.rounds
+	wk.rounds++
+	wk.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if id != "" && !seen[id] && !busy[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
 	}
 	slices.Sort(held)
 	for _, id := range held {
@@ -322,10 +451,9 @@ func (wk *Worker) candidates() []string {
 	}
 	ready := wk.cfg.Work.Ready(now)
 	if n := uint64(len(ready)); n > 0 {
-		start := (wk.spread + wk.rounds) % n
+		start := (wk.spread + rounds) % n
 		ready = append(ready[start:len(ready):len(ready)], ready[:start]...)
 	}
-	wk.rounds++
 	for _, w := range ready {
 		if !w.Claim.HeldAt(now) || w.Claim.Worker == wk.cfg.ID {
 			add(w.ID)
@@ -344,8 +472,19 @@ func (wk *Worker) candidates() []string {
 // getting anywhere.
 const maxHandlersPerDrive = 32
 
-func (wk *Worker) drive(ctx context.Context, id string) (bool, error) {
+// driveTaken drives id, which the caller took (take), and releases it.
+func (wk *Worker) driveTaken(ctx context.Context, id string) (bool, error) {
+	defer func() {
+		wk.mu.Lock()
+		delete(wk.busy, id)
+		wk.mu.Unlock()
+	}()
+	if wk.dead.Load() {
+		return false, ErrCrashed
+	}
+	wk.mu.Lock()
 	f, ok := wk.held[id]
+	wk.mu.Unlock()
 	if !ok {
 		w, pos, err := wk.cfg.Repo.Withdrawal(ctx, id)
 		if err != nil {
@@ -355,25 +494,17 @@ func (wk *Worker) drive(ctx context.Context, id string) (bool, error) {
 	}
 	f.moved = 0
 	keep, err := wk.driveFlight(ctx, f)
+	wk.mu.Lock()
 	if keep && !f.w.Terminal() {
 		wk.held[id] = f
 	} else {
-		// Terminal, lost, or unsure of the position: forget it. If it is
-		// still ours, the next visit reloads it from the stream.
+		// Terminal, lost, or unsure of the position: forget it (and what
+		// this worker remembers of its txids). If it is still ours, the
+		// next visit reloads it from the stream.
 		delete(wk.held, id)
-		for _, txid := range append(f.w.RetiredTxIDs(), f.w.TxID()) {
-			wk.forget(txid)
-		}
 	}
+	wk.mu.Unlock()
 	return f.moved > 0, err
-}
-
-// forget drops what this worker remembers about its sends of txid.
-func (wk *Worker) forget(txid string) {
-	delete(wk.sentAt, txid)
-	delete(wk.rejected, txid)
-	delete(wk.scans, txid)
-	delete(wk.acceptedBy, txid)
 }
 
 // driveFlight runs handlers; keep reports whether the worker still holds
@@ -463,6 +594,11 @@ func (wk *Worker) claimsWithEnvelope(w aggregate.Withdrawal) bool {
 // worker unsure of the position, and the caller drops the withdrawal
 // either way — it never goes on to a network call.
 func (wk *Worker) write(ctx context.Context, f *flight, cmd aggregate.Command, counts bool) error {
+	if wk.dead.Load() {
+		// Another of this worker's drives crashed: the process is dead,
+		// and nothing more reaches the log.
+		return ErrCrashed
+	}
 	w, pos, events, err := wk.cfg.Repo.AppendWithdrawalAt(ctx, f.w, f.pos, cmd)
 	if err != nil {
 		if errors.Is(err, eventstore.ErrConflict) || aggregate.CodeOf(err) == aggregate.CodeClaimHeld {
