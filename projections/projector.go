@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 )
 
@@ -89,6 +90,32 @@ type Projector struct {
 	kick   chan struct{} // asks the checkpointer to save now
 
 	saveMu sync.Mutex // one checkpoint write at a time, in state order
+
+	readyMu sync.Mutex
+	onReady []func() // told when a withdrawal became ready to send (OnReady)
+}
+
+// OnReady registers fn, called each time a record folded leaves a
+// withdrawal ready to send (approved and reserved, or one of its events
+// while it is: a claim released by a lapse is found by the workers' own
+// poll). Each process follows the whole log, so a withdrawal made ready by
+// any process wakes the workers of every process. fn runs on the
+// projector's goroutine with its lock held: it must not block nor call the
+// projector (sagas.Worker.Notify does neither).
+func (p *Projector) OnReady(fn func()) {
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	p.onReady = append(p.onReady, fn)
+}
+
+// notifyReady calls the OnReady functions.
+func (p *Projector) notifyReady() {
+	p.readyMu.Lock()
+	fns := p.onReady
+	p.readyMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // New returns a stopped projector over store (opened with eventlog.NewRegistry()).
@@ -241,6 +268,13 @@ func (p *Projector) wakeLocked() {
 func (p *Projector) handle(rec eventstore.Record) error {
 	p.mu.Lock()
 	moved, err := p.st.apply(rec)
+	if moved && rec.Key.Type == eventlog.TypeWithdrawal {
+		// Before WaitFor returns for this record: whoever waited for it
+		// finds the workers already told.
+		if o, open := p.st.withdrawals[rec.Key.ID]; open && o.w.ReadyToSend() {
+			p.notifyReady()
+		}
+	}
 	if moved {
 		p.unsaved++
 		p.wakeLocked()

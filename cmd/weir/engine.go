@@ -100,6 +100,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("--workers must be ≥ 0")
 	}
+	if cfg.Inflight < 0 || cfg.NodeRPS < 0 || cfg.NodeConcurrency < 0 {
+		return nil, fmt.Errorf("--inflight, --node-rps and --node-concurrency must be ≥ 0")
+	}
 	reviewAbove := aggregate.Amount{}
 	if cfg.CreditReviewAbove != "" && cfg.CreditReviewAbove != "0" {
 		if reviewAbove, err = aggregate.ParseAmount(aggregate.AccountAsset, cfg.CreditReviewAbove); err != nil {
@@ -303,6 +306,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}
 	log.Info("hot wallet", "address", signer.Address().String())
+	if cfg.NodeRPS > 0 || cfg.NodeConcurrency > 0 {
+		// One budget for every worker of this process: the node sees the
+		// process, not its workers.
+		e.node = tron.NewLimited(e.node, cfg.NodeRPS, cfg.NodeConcurrency)
+	}
 
 	// Read models and sagas.
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
@@ -330,7 +338,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, err
 	}
 	for i := range cfg.Workers {
-		if err := e.startWorker(ctx, i, connect, signer, cust, approverRole(principals), log); err != nil {
+		if err := e.startWorker(ctx, i, cfg.Inflight, connect, signer, cust, approverRole(principals), log); err != nil {
 			return nil, err
 		}
 	}
@@ -543,7 +551,7 @@ func approverRole(ps *api.Principals) func(string) bool {
 
 // startWorker starts broadcast worker i on its own NATS connection (and so
 // its own store handle), as a separate process would have.
-func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, approver func(string) bool, log *slog.Logger) error {
+func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, approver func(string) bool, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i+1)
 	nc, err := connect("weir-worker-" + id)
@@ -559,12 +567,17 @@ func (e *engine) startWorker(ctx context.Context, i int, connect func(string) (*
 	}
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
 		ID: id, Repo: sagas.NewRepo(store), Node: e.node, Signer: signer,
-		Custody: cust.lookup, Work: e.projector, PollInterval: 200 * time.Millisecond,
-		Approver: approver, Logger: log,
+		Custody: cust.lookup, Work: e.projector, Inflight: inflight,
+		// Woken by the projector when a withdrawal becomes ready (in any
+		// process: each follows the whole log); the poll is the fallback
+		// for what nobody announces: lapsed leases, a moving chain.
+		PollInterval: time.Second,
+		Approver:     approver, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
+	e.projector.OnReady(w.Notify)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -27,6 +27,9 @@ type serveConfig struct {
 	Replicas          int
 	Sync              string
 	Workers           int
+	Inflight          int     // withdrawals each worker drives at once
+	NodeRPS           float64 // node calls started per second, all workers together; 0: no cap
+	NodeConcurrency   int     // node calls at once, all workers together; 0: no cap
 	Principals        string
 	Policy            string
 	PolicyQuorum      int // 0: 2, or 1 in dev mode
@@ -81,6 +84,9 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.StartupWait, "startup-wait", defaultStartupWait, "how long start-up waits for a slow or forming NATS cluster to answer its JetStream calls")
 	fs.StringVar(&c.Sync, "sync", "always", "always: fsync every write; lazy: JetStream's default interval")
 	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
+	fs.IntVar(&c.Inflight, "inflight", 64, "withdrawals each broadcast worker drives at once (node calls for different withdrawals overlap)")
+	fs.Float64Var(&c.NodeRPS, "node-rps", 0, "TRON node calls started per second by this process, all workers together (0 = no limit; a hosted endpoint wants one)")
+	fs.IntVar(&c.NodeConcurrency, "node-concurrency", 64, "TRON node calls in flight at once from this process (0 = no limit)")
 	fs.StringVar(&c.Principals, "principals", "", "JSON principals file [{name,token,roles}] (default: dev principals)")
 	fs.StringVar(&c.Policy, "policy", "", "JSON approval policy file {name,rules:[{name,threshold,approvers}]} (default: four-eyes above 1000)")
 	fs.IntVar(&c.PolicyQuorum, "policy-quorum", 0, "distinct operators a policy change needs before it takes effect, the proposer counting as one (0 = 2; 1 in dev mode)")

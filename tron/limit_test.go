@@ -1,0 +1,70 @@
+package tron
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// blockingNode answers Head only when told, and says when a call arrived.
+type blockingNode struct {
+	Node
+	in      chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingNode) Head(ctx context.Context) (BlockHeader, error) {
+	b.in <- struct{}{}
+	<-b.release
+	return BlockHeader{Number: 1}, nil
+}
+
+func TestLimitedLetsNoMoreThanItsConcurrencyReachTheNode(t *testing.T) {
+	b := &blockingNode{in: make(chan struct{}, 8), release: make(chan struct{})}
+	l := NewLimited(b, 0, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := l.Head(context.Background()); errs <- err }()
+	}
+	<-b.in
+	<-b.in
+	// Both slots are taken: a third call waits, and gives up with its
+	// context without reaching the node.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Head(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("third call: %v", err)
+	}
+	if len(b.in) != 0 {
+		t.Fatal("a third call reached the node")
+	}
+	close(b.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLimitedSpacesCallsToItsRateAfterABurstOfOneSecond(t *testing.T) {
+	sim := NewSimNode(SimConfig{})
+	l := NewLimited(sim, 10, 0)
+	now := time.Unix(1_700_000_000, 0)
+	l.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i := range 10 { // the burst: a second's worth at once
+		if _, err := l.Head(ctx); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Head(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the 11th call in the same instant did not have to wait: %v", err)
+	}
+	now = now.Add(2 * time.Second) // a quiet spell refills the burst
+	if _, err := l.Head(ctx); err != nil {
+		t.Fatalf("after a quiet spell: %v", err)
+	}
+}
