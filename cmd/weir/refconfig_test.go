@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/weir-payouts/weir/cmd/weir/natsauth"
+	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 )
 
@@ -94,7 +95,7 @@ func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = eng.Close(context.Background()) })
-	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword))
+	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword), nats.CustomInboxPrefix(eventstore.InternalInboxPrefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +121,12 @@ func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 	code, out, errOut = runWeir(t, "audit", "--all", "--tron-node", "", "--nats-url", url, "--nats-user", "auditor", "--nats-password", refAuditorPassword)
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "audit", out, "OK")
+	// weir's own user is restricted too (its subjects, its inbox prefix,
+	// replies by allow_responses): everything it runs is still healthy.
+	eng.verified = cachedCheck{}
+	if code, _, body := (httpClient{t: t, base: "http://" + eng.httpAddr}).do("GET", "/healthz", "", ""); code != 200 {
+		t.Fatalf("healthz under the reference config: %d %v", code, body)
+	}
 }
 
 // TestNATSPasswordsAreNeverLogged: weir serve given its NATS password in
