@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -36,6 +37,11 @@ func loadCustody(path string) (custody, error) {
 	}
 	var entries []custodyEntry
 	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, fmt.Errorf("custody %s: %w", path, err)
+	}
+	// An "account" given twice, or "Account" beside "account", would route
+	// a destination where the file's reader does not see it go.
+	if err := api.CheckKeys(b, entries); err != nil {
 		return nil, fmt.Errorf("custody %s: %w", path, err)
 	}
 	return newCustody(entries)

@@ -145,6 +145,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		if err != nil {
 			return nil, fmt.Errorf("--policy: %w", err)
 		}
+		if err := api.CheckKeys(b, api.PolicyView{}); err != nil {
+			return nil, fmt.Errorf("--policy %s: %w", cfg.Policy, err)
+		}
 		p, err := aggregate.ParsePolicyJSON(b)
 		if err != nil {
 			return nil, fmt.Errorf("--policy %s: %w", cfg.Policy, err)

@@ -101,6 +101,16 @@ func checkKeys(data []byte, names map[string]bool) error {
 	}
 }
 
+// CheckKeys is checkKeys for a JSON document read from a file (--policy,
+// --custody): schema is a value of the type whose JSON member names the
+// document uses. A document that is not JSON is left to its decoder.
+func CheckKeys(data []byte, schema any) error {
+	if !json.Valid(data) {
+		return nil
+	}
+	return checkKeys(data, jsonNames(reflect.TypeOf(schema)))
+}
+
 var namesCache sync.Map // reflect.Type → map[string]bool
 
 // jsonNames is every JSON member name of t's structs, nested ones included.
