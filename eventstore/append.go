@@ -321,6 +321,11 @@ func (s *Store) resolve(ctx context.Context, k Key, expected Position, events []
 	if cm.prevSeq != expected.Sequence || cm.id != events[0].ID {
 		return resolution{verdict: verdictTaken, pos: actual}, nil
 	}
+	// Our id in the slot is ours only if our key made it: a writer that
+	// copied the id of an append in flight must not make it look landed.
+	if err := s.verifyTag(cur); err != nil {
+		return resolution{verdict: verdictTaken, pos: actual}, nil
+	}
 	for i, ev := range events {
 		v := expected.Version + uint64(i) + 1
 		if ids[v] != ev.ID {

@@ -262,3 +262,29 @@ func TestKeyFileParsing(t *testing.T) {
 		}
 	}
 }
+
+// A writer that sees an append in flight and stores its own event under the
+// same id in that slot (a forgery racing the ack) must not make the append
+// look landed when its ack is lost: the slot holder's tag is not ours.
+func TestAForgeryUnderAnInFlightEventIDDoesNotLookLanded(t *testing.T) {
+	_, s := sealedStore(t, testKeyring(t, "k1"))
+	k := Key{"thing", "a"}
+	scripted(s, func(ctx context.Context, msgs []*nats.Msg, real sendFn) (pubAck, error) {
+		forged := &nats.Msg{Subject: msgs[0].Subject, Data: []byte(`{"text":"forged","n":5000000}`), Header: nats.Header{}}
+		for h, v := range msgs[0].Header {
+			forged.Header[h] = v
+		}
+		forged.Header.Del(HeaderTag)
+		if _, err := real(ctx, []*nats.Msg{forged}); err != nil {
+			return pubAck{}, err
+		}
+		return pubAck{}, nats.ErrTimeout // our ack "lost"
+	})
+	_, err := s.Append(testCtx(t), k, Position{}, noteEv("genuine", 1))
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("append whose slot a forgery took under our id: %v, want a conflict", err)
+	}
+	if _, _, err := s.Load(testCtx(t), k); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("load: %v, want the forgery quarantined", err)
+	}
+}
