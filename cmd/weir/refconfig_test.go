@@ -12,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
+	"github.com/weir-payouts/weir/sagas/notify"
 )
 
 // referenceConfig is the server configuration docs/ ships.
@@ -159,5 +161,68 @@ func TestNATSPasswordsAreNeverLogged(t *testing.T) {
 		if strings.Contains(text, refWeirPassword) {
 			t.Fatalf("%s shows the NATS password:\n%s", what, text)
 		}
+	}
+}
+
+// TestReferenceConfigLetsProducersKeepADurableConsumerOnWEIR_NOTIFY: on
+// docs/nats-server.conf a producer (its own account, no JetStream of its
+// own) keeps a durable pull consumer on WEIR_NOTIFY through the WEIR
+// account's exports, across its own restart, and can reach no other
+// stream that way.
+func TestReferenceConfigLetsProducersKeepADurableConsumerOnWEIR_NOTIFY(t *testing.T) {
+	url := startReferenceNATS(t)
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: url, Sync: "lazy", Workers: 0, memory: true,
+		SimBlockInterval: 10 * time.Millisecond, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn", TronHTTP: "",
+		NATSCreds: natsCreds{user: "weir", password: refWeirPassword},
+	}
+	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	dial := func() (*nats.Conn, jetstream.JetStream) {
+		nc, err := nats.Connect(url, nats.UserInfo("producer", refProducerPassword), nats.MaxReconnects(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.NewWithAPIPrefix(nc, "$JS.WEIR.API")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	ctx := t.Context()
+	nc, js := dial()
+	cons, err := js.CreateOrUpdateConsumer(ctx, notify.Stream, jetstream.ConsumerConfig{
+		Durable: "producer-app", FilterSubject: notify.SubjectPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatalf("durable consumer through the imports: %v", err)
+	}
+	first := requestDev(t, eng, 1)
+	n, m := nextNotification(t, cons)
+	if n.Withdrawal.ID != first {
+		t.Fatalf("first: %+v", n)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatalf("ack through the import: %v", err)
+	}
+	nc.Close()
+	second := requestDev(t, eng, 2)
+	_, js2 := dial()
+	cons2, err := js2.Consumer(ctx, notify.Stream, "producer-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := nextNotification(t, cons2); n.Withdrawal.ID != second {
+		t.Fatalf("after the restart: %+v", n)
+	}
+	// The same prefix reaches nothing else: no consumer on the log.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := js2.CreateOrUpdateConsumer(short, "WEIR_EVENTS", jetstream.ConsumerConfig{Durable: "peek", AckPolicy: jetstream.AckExplicitPolicy}); err == nil {
+		t.Fatal("a producer created a consumer on WEIR_EVENTS")
 	}
 }
