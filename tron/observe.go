@@ -3,6 +3,7 @@ package tron
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // NodeMethod names a Node method, as Observed reports calls.
@@ -35,6 +36,9 @@ type Observed struct {
 	Before func(ctx context.Context, m NodeMethod) error
 	// After, when set, runs once Node answered (or Before refused).
 	After func(ctx context.Context, m NodeMethod, err error)
+	// Timed, when set, runs after After with how long the call took
+	// (Before included): what node latency metrics need.
+	Timed func(ctx context.Context, m NodeMethod, err error, took time.Duration)
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -77,20 +81,24 @@ func (o *Observed) before(ctx context.Context, m NodeMethod) error {
 	return nil
 }
 
-func (o *Observed) after(ctx context.Context, m NodeMethod, err error) {
+func (o *Observed) after(ctx context.Context, m NodeMethod, err error, start time.Time) {
 	if o.After != nil {
 		o.After(ctx, m, err)
+	}
+	if o.Timed != nil {
+		o.Timed(ctx, m, err, time.Since(start))
 	}
 }
 
 // observe runs one call of m through the hooks.
 func observe[T any](o *Observed, ctx context.Context, m NodeMethod, call func() (T, error)) (T, error) {
 	var res T
+	start := time.Now()
 	err := o.before(ctx, m)
 	if err == nil {
 		res, err = call()
 	}
-	o.after(ctx, m, err)
+	o.after(ctx, m, err, start)
 	return res, err
 }
 

@@ -201,8 +201,8 @@ func TestServeWalkthrough(t *testing.T) {
 	const id = "6f1c2a1e-8d4b-4a51-9a7e-2f0c5b7d9e10"
 	const to = "TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY"
 
-	if code, _, _ := c.do("GET", "/healthz", "", ""); code != 200 {
-		t.Fatalf("healthz %d", code)
+	if code, _, body := c.do("GET", "/healthz", "", ""); code != 200 || body["status"] != "ok" {
+		t.Fatalf("healthz %d %v", code, body)
 	}
 	if code, _, body := c.do("POST", "/v1/accounts/acme/credits", "dev-olivia-token", `{"credit_id":"wire-001","amount":"5000"}`); code != 201 {
 		t.Fatalf("credit: %d %v", code, body)
@@ -238,10 +238,16 @@ func TestServeWalkthrough(t *testing.T) {
 		t.Fatalf("balance after payout: %v", acct)
 	}
 	metrics := c.text("/metrics")
-	for _, want := range []string{"weir_projection_lag_events", "weir_projection_applied_sequence", `weir_api_requests_total{route="POST /v1/withdrawals",status="201",transport="http"}`} {
+	for _, want := range []string{"weir_projection_lag_events", "weir_projection_applied_sequence", `weir_api_requests_total{route="POST /v1/withdrawals",status="201",transport="http"}`,
+		`weir_withdrawals{state="confirmed"} 1`, `weir_withdrawals{state="requested"} 0`, `weir_queue_depth{queue="in_flight"} 0`,
+		`weir_queue_depth{queue="approvals"} 0`, "weir_inflight_oldest_age_seconds 0", "weir_ambiguous_withdrawals 0",
+		`weir_node_requests_total{call="Broadcast",outcome="ok"}`, `weir_node_request_duration_seconds_count{call="Broadcast"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	if code, _, list := c.do("GET", "/v1/withdrawals?state=confirmed", "dev-bob-token", ""); code != 200 || len(list["withdrawals"].([]any)) != 1 {
+		t.Fatalf("list of confirmed: %d %v", code, list)
 	}
 	_, _, evs := c.do("GET", "/v1/withdrawals/"+id+"/events", "dev-alice-token", "")
 	events, _ := evs["events"].([]any)

@@ -53,6 +53,7 @@ type engine struct {
 	webhookOutcomes *prometheus.CounterVec
 	sim             *tron.SimNode // nil with --tron-node
 	node            tron.Node
+	nodeMetrics     *nodeMetrics
 	httpSrv         *http.Server
 	httpLimit       *api.LimitListener
 	tronSrv         *http.Server
@@ -309,6 +310,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}
 	log.Info("hot wallet", "address", signer.Address().String())
+	// Every call the sagas make to the node is counted and timed.
+	e.nodeMetrics = newNodeMetrics()
+	e.node = e.nodeMetrics.observe(e.node)
 	if cfg.NodeRPS > 0 || cfg.NodeConcurrency > 0 {
 		// One budget for every worker of this process: the node sees the
 		// process, not its workers.
@@ -350,10 +354,12 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	metrics := api.NewMetrics()
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
 	metrics.Registry.MustRegister(e.webhookOutcomes)
+	metrics.Registry.MustRegister(newOpsCollector(e.projector, time.Now))
+	metrics.Registry.MustRegister(e.nodeMetrics.collectors()...)
 	limiter := api.NewRateLimiter(cfg.RateLimit, nil)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
 		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist, Logger: log,
-		Health: e.health, Metrics: metrics, Webhooks: e.webhooks, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
+		Health: e.health, Degraded: e.degraded, Metrics: metrics, Webhooks: e.webhooks, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
 	})
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {

@@ -100,6 +100,7 @@ type envOpts struct {
 	rateLimit   *api.RateLimiter
 	maxInFlight int
 	logger      *slog.Logger // nil: discard (or warnings in -v)
+	degraded    func(context.Context) []string
 }
 
 // newEnv runs the real stack: embedded NATS (memory), the event store, the
@@ -134,7 +135,7 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	health := &healthSwitch{}
 	principals := testPrincipals(t)
 	srv := httptest.NewServer(api.NewHTTPHandler(api.HTTPConfig{
-		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Health: health.check,
+		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Health: health.check, Degraded: o.degraded,
 		Metrics: metrics, Logger: logger, RateLimit: o.rateLimit, MaxInFlight: o.maxInFlight,
 	}))
 	svc, err := api.StartService(nc, api.ServiceConfig{

@@ -46,6 +46,10 @@ type HTTPConfig struct {
 	// Health says whether the store and workers are up (GET /healthz: 200,
 	// or 503 with the error); nil means always up.
 	Health func(context.Context) error
+	// Degraded lists what works but needs an operator's eye (a lagging
+	// read model, ambiguous withdrawals, a failing node), shown in the
+	// /healthz body; nil: nothing.
+	Degraded func(context.Context) []string
 	// Metrics receives request counts and latencies and is served on
 	// /metrics; nil creates a private one. Share one Metrics between
 	// NewHTTPHandler and StartService and register the wiring's own
@@ -334,24 +338,44 @@ func (a *httpAPI) handle(method, path, command string, withBody bool, fn handler
 
 func (a *httpAPI) healthz(w http.ResponseWriter, r *http.Request) {
 	infoOf(r).command = cmdHealth
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	body := HealthBody{Status: HealthOK, Degraded: []string{}}
+	if a.cfg.Degraded != nil {
+		if d := a.cfg.Degraded(ctx); len(d) > 0 {
+			body.Status, body.Degraded = HealthDegraded, d
+		}
+	}
 	if a.cfg.Health != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
 		if err := a.cfg.Health(ctx); err != nil {
-			status, code := "unavailable", CodeUnavailable
+			body.Status = HealthUnavailable
+			body.Error = &ErrorDetail{Code: CodeUnavailable, Message: err.Error()}
 			if errors.Is(err, sagas.ErrIntegrityViolation) {
 				// Serving, but the log holds events nobody with the key
 				// wrote: an operator must look now.
-				status, code = "degraded", sagas.CodeIntegrityViolation
+				body.Status, body.Error.Code = HealthDegraded, sagas.CodeIntegrityViolation
 			}
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
-				"status": status,
-				"error":  ErrorDetail{Code: code, Message: err.Error()},
-			})
+			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, body)
+}
+
+// GET /healthz statuses: ok 200; degraded 200 when weir works and
+// Degraded lists what needs an eye, or 503 with an integrity_violation
+// error (quarantined events); unavailable 503 (error says what is down).
+const (
+	HealthOK          = "ok"
+	HealthDegraded    = "degraded"
+	HealthUnavailable = "unavailable"
+)
+
+// HealthBody is GET /healthz.
+type HealthBody struct {
+	Status   string       `json:"status"`
+	Degraded []string     `json:"degraded"`
+	Error    *ErrorDetail `json:"error,omitempty"`
 }
 
 // fail answers err with its status and ErrorBody; internal errors are

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/weir-payouts/weir/cmd/weir/api"
 )
 
 type lockedBuffer struct {
@@ -50,5 +54,41 @@ func TestReadRequestsAreLoggedAtDebugAndWritesAtInfo(t *testing.T) {
 		if strings.Contains(line, "status=200") && (strings.Contains(line, "method=GET") || strings.Contains(line, "subject=weir.cmd.withdrawal.get")) {
 			t.Fatalf("a successful read logged at info: %s", line)
 		}
+	}
+}
+
+// /healthz says what is degraded (200) and what is down (503), as JSON.
+func TestHealthzBodySaysWhatIsDegraded(t *testing.T) {
+	var reasons []string
+	var mu sync.Mutex
+	e := newEnv(t, envOpts{degraded: func(context.Context) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return reasons
+	}})
+	var body api.HealthBody
+	r := e.do(t, "GET", "/healthz", "", nil)
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &body)
+	if body.Status != "ok" || len(body.Degraded) != 0 || body.Error != nil {
+		t.Fatalf("healthy: %+v", body)
+	}
+	mu.Lock()
+	reasons = []string{"tron node: the last 3 calls failed (last: Head: connection refused)"}
+	mu.Unlock()
+	r = e.do(t, "GET", "/healthz", "", nil)
+	wantStatus(t, r, http.StatusOK)
+	body = api.HealthBody{}
+	r.decode(t, &body)
+	if body.Status != "degraded" || len(body.Degraded) != 1 || !strings.Contains(body.Degraded[0], "tron node") {
+		t.Fatalf("degraded: %+v", body)
+	}
+	e.health.set(errors.New("store: stream WEIR_EVENTS sealed"))
+	r = e.do(t, "GET", "/healthz", "", nil)
+	wantStatus(t, r, http.StatusServiceUnavailable)
+	body = api.HealthBody{}
+	r.decode(t, &body)
+	if body.Status != "unavailable" || body.Error == nil || !strings.Contains(body.Error.Message, "sealed") || len(body.Degraded) != 1 {
+		t.Fatalf("down: %+v", body)
 	}
 }
