@@ -52,7 +52,16 @@ type TxInfo struct {
 	BlockNumber, BlockTime int64
 	Receipt                ReceiptResult
 	Message                string
-	FeeSun                 int64
+	// FeeSun is all the TRX the transaction burnt (info.fee): energy,
+	// bandwidth and memo fee. A failed receipt burns it too.
+	FeeSun int64
+	// EnergyUsed is receipt.energy_usage_total; EnergyFromStake
+	// receipt.energy_usage (staked energy); EnergyFeeSun receipt.energy_fee
+	// (sun burnt for the rest).
+	EnergyUsed, EnergyFromStake, EnergyFeeSun int64
+	// NetUsage is the bandwidth staking or the free allowance covered;
+	// NetFeeSun the sun burnt for bandwidth instead.
+	NetUsage, NetFeeSun int64
 }
 
 // BroadcastCode is java-tron's Return.response_code, as a string. Codes this
@@ -221,6 +230,9 @@ type TxStatus struct {
 	Receipt     ReceiptResult
 	// Message is the node's failure text for a failed receipt (resMessage).
 	Message string
+	// FeeSun is the TRX the transaction burnt (info.fee) and EnergyUsed its
+	// receipt.energy_usage_total, when included.
+	FeeSun, EnergyUsed int64
 }
 
 // Succeeded: included with a SUCCESS receipt — the only state in which a

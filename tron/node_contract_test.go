@@ -20,3 +20,17 @@ func TestObservedNodeSatisfiesTheNodeContract(t *testing.T) {
 		return nodetest.Harness{Node: tron.NewObserved(sim), Sim: sim}
 	})
 }
+
+func TestSimNodeSatisfiesTheWalletContract(t *testing.T) {
+	nodetest.RunWallet(t, func(t *testing.T, cfg tron.SimConfig) nodetest.Harness {
+		sim := tron.NewSimNode(cfg)
+		return nodetest.Harness{Node: sim, Sim: sim}
+	})
+}
+
+func TestObservedNodeSatisfiesTheWalletContract(t *testing.T) {
+	nodetest.RunWallet(t, func(t *testing.T, cfg tron.SimConfig) nodetest.Harness {
+		sim := tron.NewSimNode(cfg)
+		return nodetest.Harness{Node: tron.NewObserved(sim), Sim: sim}
+	})
+}

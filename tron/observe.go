@@ -2,6 +2,8 @@ package tron
 
 import (
 	"context"
+	"fmt"
+	"math/big"
 	"sync"
 	"time"
 )
@@ -19,13 +21,22 @@ const (
 	NodeRefBlock               NodeMethod = "RefBlock"
 	NodeSolidBlockByNum        NodeMethod = "SolidBlockByNum"
 	NodeSolidTxInfosByBlockNum NodeMethod = "SolidTxInfosByBlockNum"
+
+	// WalletReader and ChainReader methods.
+	NodeTokenBalance           NodeMethod = "TokenBalance"
+	NodeAccount                NodeMethod = "Account"
+	NodeEstimateTransferEnergy NodeMethod = "EstimateTransferEnergy"
+	NodeChainPrices            NodeMethod = "ChainPrices"
+	NodeGenesis                NodeMethod = "Genesis"
+	NodeSolidBlockTransfers    NodeMethod = "SolidBlockTransfers"
 )
 
 // Observed is a Node that passes every call to Node unchanged and lets its
 // owner watch: it counts calls per worker (WithWorker's id), runs Before
 // ahead of each call and After once it returned. It wraps every method
 // explicitly (no embedding), so a method added to Node cannot slip past it
-// uncounted. The demo and bench use it to show and pace node traffic; tests
+// uncounted. The WalletReader and ChainReader methods pass on to Node when
+// it implements them and otherwise answer ErrNotSupported. The demo and bench use it to show and pace node traffic; tests
 // use it to prove a worker never reached the node. Safe for concurrent use;
 // set the hooks before the first call.
 type Observed struct {
@@ -44,7 +55,11 @@ type Observed struct {
 	calls map[string]int
 }
 
-var _ Node = (*Observed)(nil)
+var (
+	_ Node         = (*Observed)(nil)
+	_ WalletReader = (*Observed)(nil)
+	_ ChainReader  = (*Observed)(nil)
+)
 
 // NewObserved watches n with no hooks.
 func NewObserved(n Node) *Observed { return &Observed{Node: n} }
@@ -132,4 +147,78 @@ func (o *Observed) SolidBlockByNum(ctx context.Context, num int64) (Block, error
 
 func (o *Observed) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
 	return observe(o, ctx, NodeSolidTxInfosByBlockNum, func() ([]TxInfo, error) { return o.Node.SolidTxInfosByBlockNum(ctx, num) })
+}
+
+func (o *Observed) wallet() (WalletReader, error) {
+	if w, ok := o.Node.(WalletReader); ok {
+		return w, nil
+	}
+	return nil, fmt.Errorf("%w: %T is no WalletReader", ErrNotSupported, o.Node)
+}
+
+func (o *Observed) chain() (ChainReader, error) {
+	if c, ok := o.Node.(ChainReader); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: %T is no ChainReader", ErrNotSupported, o.Node)
+}
+
+func (o *Observed) TokenBalance(ctx context.Context, contract, owner Address) (*big.Int, error) {
+	return observe(o, ctx, NodeTokenBalance, func() (*big.Int, error) {
+		w, err := o.wallet()
+		if err != nil {
+			return nil, err
+		}
+		return w.TokenBalance(ctx, contract, owner)
+	})
+}
+
+func (o *Observed) Account(ctx context.Context, a Address) (Account, error) {
+	return observe(o, ctx, NodeAccount, func() (Account, error) {
+		w, err := o.wallet()
+		if err != nil {
+			return Account{}, err
+		}
+		return w.Account(ctx, a)
+	})
+}
+
+func (o *Observed) EstimateTransferEnergy(ctx context.Context, owner, contract, to Address, amount *big.Int) (int64, error) {
+	return observe(o, ctx, NodeEstimateTransferEnergy, func() (int64, error) {
+		w, err := o.wallet()
+		if err != nil {
+			return 0, err
+		}
+		return w.EstimateTransferEnergy(ctx, owner, contract, to, amount)
+	})
+}
+
+func (o *Observed) ChainPrices(ctx context.Context) (ChainPrices, error) {
+	return observe(o, ctx, NodeChainPrices, func() (ChainPrices, error) {
+		w, err := o.wallet()
+		if err != nil {
+			return ChainPrices{}, err
+		}
+		return w.ChainPrices(ctx)
+	})
+}
+
+func (o *Observed) Genesis(ctx context.Context) (BlockHeader, error) {
+	return observe(o, ctx, NodeGenesis, func() (BlockHeader, error) {
+		c, err := o.chain()
+		if err != nil {
+			return BlockHeader{}, err
+		}
+		return c.Genesis(ctx)
+	})
+}
+
+func (o *Observed) SolidBlockTransfers(ctx context.Context, num int64) ([]ChainTransfer, error) {
+	return observe(o, ctx, NodeSolidBlockTransfers, func() ([]ChainTransfer, error) {
+		c, err := o.chain()
+		if err != nil {
+			return nil, err
+		}
+		return c.SolidBlockTransfers(ctx, num)
+	})
 }

@@ -43,6 +43,15 @@ type SimConfig struct {
 	Balances map[Address]*big.Int
 	Token    Address
 
+	// TRX, when non-nil, models TRX balances (sun): fees are burnt from
+	// them and a sender short of TRX gets OUT_OF_ENERGY (see sim_wallet.go).
+	// Nil means every address holds unlimited TRX; fees are still computed
+	// and reported on receipts.
+	TRX map[Address]int64
+	// EnergyPriceSun is the burn price of one energy unit; zero means
+	// SimEnergyPriceSun.
+	EnergyPriceSun int64
+
 	// Verifiers are accepted in addition to real secp256k1 signatures (for
 	// example an *HMACSigner used by tests).
 	Verifiers []SignatureVerifier
@@ -63,6 +72,14 @@ func (c SimConfig) Validate() error {
 		if b == nil || b.Sign() < 0 {
 			return fmt.Errorf("tron sim: balance of %s must be a non-negative amount", a)
 		}
+	}
+	for a, sun := range c.TRX {
+		if sun < 0 {
+			return fmt.Errorf("tron sim: TRX of %s must be non-negative", a)
+		}
+	}
+	if c.EnergyPriceSun < 0 {
+		return fmt.Errorf("tron sim: negative energy price %d", c.EnergyPriceSun)
 	}
 	return validateRates(c.FaultRates)
 }
@@ -91,6 +108,10 @@ type SimNode struct {
 	scripts      map[Channel][]Fault
 	faultCounts  map[Fault]int
 	balances     map[Address]*big.Int // nil: not modelled
+	trx          map[Address]int64    // sun; nil: not modelled (unlimited)
+	accounts     map[Address]*simAccount
+	held         map[Address]bool // received the token (when balances are not modelled)
+	energyPrice  int64
 	head         int64
 	pool         []*simTx // accepted, not yet included, in acceptance order
 	known        map[[32]byte]*simTx
@@ -110,11 +131,15 @@ type simTx struct {
 	forced     ReceiptResult // receipt imposed by a fault ("" = execute)
 	dropped    bool          // vanish from the pool at the next block
 	inPool     bool
+	feeLimit   int64 // sun
+	memo       bool  // raw_data.data is set: the memo fee applies
+	bandwidth  int64 // bytes charged: serialised size + java-tron's result allowance
 
 	block     int64 // > 0 once included
 	blockTime int64
 	receipt   ReceiptResult
 	message   string
+	cost      simCost
 }
 
 // BroadcastRecord is one Broadcast call as the simulated node saw it.
@@ -175,6 +200,9 @@ func NewSimNode(cfg SimConfig) *SimNode {
 		faultCounts:  map[Fault]int{},
 		known:        map[[32]byte]*simTx{},
 		byBlock:      map[int64][]*simTx{},
+		accounts:     map[Address]*simAccount{},
+		held:         map[Address]bool{},
+		energyPrice:  cfg.EnergyPriceSun,
 		blockChanged: make(chan struct{}),
 	}
 	if s.startNumber == 0 {
@@ -200,6 +228,15 @@ func NewSimNode(cfg SimConfig) *SimNode {
 		for a, b := range cfg.Balances {
 			s.balances[a] = new(big.Int).Set(b)
 		}
+	}
+	if cfg.TRX != nil {
+		s.trx = make(map[Address]int64, len(cfg.TRX))
+		for a, sun := range cfg.TRX {
+			s.trx[a] = sun
+		}
+	}
+	if s.energyPrice == 0 {
+		s.energyPrice = SimEnergyPriceSun
 	}
 	s.head = s.startNumber
 	return s

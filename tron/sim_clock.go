@@ -123,23 +123,7 @@ func (s *SimNode) forget(tx *simTx) {
 func (s *SimNode) include(tx *simTx, n, t int64) {
 	tx.inPool = false
 	tx.block, tx.blockTime = n, t
-	tx.receipt = ReceiptSuccess
-	switch tx.forced {
-	case ReceiptRevert:
-		tx.receipt, tx.message = ReceiptRevert, "REVERT opcode executed"
-	case ReceiptOutOfEnergy:
-		tx.receipt, tx.message = ReceiptOutOfEnergy, "Not enough energy for 'SSTORE' operation executing"
-	}
-	if tx.receipt == ReceiptSuccess && s.balances != nil && tx.transfer.Contract == s.token {
-		from := s.balanceOf(tx.transfer.Owner)
-		if from.Cmp(tx.transfer.Amount) < 0 {
-			tx.receipt, tx.message = ReceiptRevert, "REVERT opcode executed: balance is not sufficient"
-		} else {
-			from.Sub(from, tx.transfer.Amount)
-			to := s.balanceOf(tx.transfer.To)
-			to.Add(to, tx.transfer.Amount)
-		}
-	}
+	s.execute(tx, t)
 	s.included = append(s.included, tx)
 	s.byBlock[n] = append(s.byBlock[n], tx)
 }

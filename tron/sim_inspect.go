@@ -144,3 +144,24 @@ func (s *SimNode) SetBalance(a Address, amount *big.Int) {
 	}
 	s.balances[a] = b
 }
+
+// TxInfo returns the receipt of an included transaction (what
+// gettransactioninfobyid serves), without consuming faults.
+func (s *SimNode) TxInfo(txid [32]byte) (TxInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, ok := s.known[txid]
+	if !ok || tx.block == 0 {
+		return TxInfo{}, false
+	}
+	return tx.info(), true
+}
+
+func (tx *simTx) info() TxInfo {
+	return TxInfo{
+		TxID: tx.txid, BlockNumber: tx.block, BlockTime: tx.blockTime,
+		Receipt: tx.receipt, Message: tx.message, FeeSun: tx.cost.total(),
+		EnergyUsed: tx.cost.energyUsed, EnergyFromStake: tx.cost.energyStaked, EnergyFeeSun: tx.cost.energyFee,
+		NetUsage: tx.cost.netUsage, NetFeeSun: tx.cost.netFee,
+	}
+}

@@ -129,6 +129,10 @@ func (s *SimNode) accept(tx SignedTx, pre precheckResult, fault Fault, worker st
 	if !pre.sigOK {
 		return reject(CodeSigError, "Validate signature error: signature is not by the owner %s", pre.transfer.Owner)
 	}
+	bandwidth, memo := int64(pre.size+resultAllowance), len(pre.raw.Data) > 0
+	if !s.bandwidthPayable(pre.transfer.Owner, bandwidth, memo) {
+		return reject(CodeBandwidthError, "account resource insufficient error.")
+	}
 	if old, ok := s.known[txid]; ok && old.inPool {
 		// Re-sending a transaction the pool is about to drop revives it.
 		old.dropped = fault == FaultDropAfterAccept
@@ -143,6 +147,9 @@ func (s *SimNode) accept(tx SignedTx, pre precheckResult, fault Fault, worker st
 		worker:     worker,
 		dropped:    fault == FaultDropAfterAccept,
 		inPool:     true,
+		feeLimit:   pre.raw.FeeLimit,
+		memo:       memo,
+		bandwidth:  bandwidth,
 	}
 	switch fault {
 	case FaultRevert:
@@ -179,7 +186,8 @@ func (s *SimNode) status(txid [32]byte, solid bool) TxStatus {
 		if solid && tx.block > s.solidNumber() {
 			return TxStatus{State: TxUnknown}
 		}
-		return TxStatus{State: TxIncluded, BlockNumber: tx.block, BlockTime: tx.blockTime, Receipt: tx.receipt, Message: tx.message}
+		return TxStatus{State: TxIncluded, BlockNumber: tx.block, BlockTime: tx.blockTime, Receipt: tx.receipt, Message: tx.message,
+			FeeSun: tx.cost.total(), EnergyUsed: tx.cost.energyUsed}
 	case solid:
 		return TxStatus{State: TxUnknown}
 	default:
@@ -239,14 +247,9 @@ func (s *SimNode) headCall(ctx context.Context, call string, solid bool) (BlockH
 	return s.header(s.head), nil
 }
 
-// SimFeeSun is the fee (sun) the simulated chain charges every included
-// transaction: 14 650 energy burnt at 420 sun, java-tron's figures for a
-// USDT transfer to a funded account.
-const SimFeeSun = 14650 * 420
-
 // SolidBlockByNum returns solid block num and its transactions' ids, in
-// inclusion order; ErrBlockNotSolid past the solid head (or before the
-// first block).
+// inclusion order; ErrBlockNotSolid past the solid head (or between the
+// genesis, block 0, and the first block).
 func (s *SimNode) SolidBlockByNum(ctx context.Context, num int64) (Block, error) {
 	if err := ctxErr(ctx); err != nil {
 		return Block{}, err
@@ -279,17 +282,16 @@ func (s *SimNode) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxIn
 	txs := s.byBlock[num]
 	out := make([]TxInfo, 0, len(txs))
 	for _, tx := range txs {
-		out = append(out, TxInfo{
-			TxID: tx.txid, BlockNumber: tx.block, BlockTime: tx.blockTime,
-			Receipt: tx.receipt, Message: tx.message, FeeSun: SimFeeSun,
-		})
+		out = append(out, tx.info())
 	}
 	return out, nil
 }
 
-// solidCheck refuses a block that is not solid. Caller holds s.mu.
+// solidCheck refuses a block that is not solid. Block 0 (the genesis) is
+// always solid; the blocks between it and StartNumber are not modelled.
+// Caller holds s.mu.
 func (s *SimNode) solidCheck(num int64) error {
-	if num < s.startNumber || num > s.solidNumber() {
+	if num != 0 && (num < s.startNumber || num > s.solidNumber()) {
 		return fmt.Errorf("tron sim: block %d (solid head %d): %w", num, s.solidNumber(), ErrBlockNotSolid)
 	}
 	return nil

@@ -360,6 +360,8 @@ func (c *Client) info(ctx context.Context, path string, txid [32]byte) (tron.TxS
 		BlockTime:   info.BlockTimeStamp,
 		Receipt:     tron.ReceiptResult(info.Receipt.Result),
 		Message:     decodeMessage(info.ResMessage),
+		FeeSun:      info.Fee,
+		EnergyUsed:  info.Receipt.EnergyUsageTotal,
 	}
 	return st, true, nil
 }
@@ -409,48 +411,55 @@ func parseHeader(path string, br blockResponse) (tron.BlockHeader, error) {
 // tron.ErrBlockNotSolid. A block whose number, id, parent or transaction
 // ids do not hold together is tron.ErrBadResponse.
 func (c *Client) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, error) {
+	b, _, err := c.solidBlock(ctx, num)
+	return b, err
+}
+
+// solidBlock reads and checks solid block num; the raw answer comes along
+// for callers that decode its transactions. TxIDs[i] is Transactions[i]'s.
+func (c *Client) solidBlock(ctx context.Context, num int64) (tron.Block, blockResponse, error) {
 	const path = "/walletsolidity/getblockbynum"
+	var br blockResponse
 	data, err := c.call(ctx, path, numRequest{Num: num})
 	if err != nil {
-		return tron.Block{}, err
+		return tron.Block{}, br, err
 	}
 	if isEmptyObject(data) {
-		return tron.Block{}, fmt.Errorf("tronhttp: %s: block %d: %w", path, num, tron.ErrBlockNotSolid)
+		return tron.Block{}, br, fmt.Errorf("tronhttp: %s: block %d: %w", path, num, tron.ErrBlockNotSolid)
 	}
-	var br blockResponse
 	if err := json.Unmarshal(data, &br); err != nil {
-		return tron.Block{}, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+		return tron.Block{}, br, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
 	}
 	h, err := parseHeader(path, br)
 	if err != nil {
-		return tron.Block{}, err
+		return tron.Block{}, br, err
 	}
 	if h.Number != num {
-		return tron.Block{}, fmt.Errorf("%w: %s: asked block %d, got %d", tron.ErrBadResponse, path, num, h.Number)
+		return tron.Block{}, br, fmt.Errorf("%w: %s: asked block %d, got %d", tron.ErrBadResponse, path, num, h.Number)
 	}
 	b := tron.Block{Header: h}
 	if p := br.BlockHeader.RawData.ParentHash; p != "" {
 		if err := decodeID(p, &b.ParentID); err != nil {
-			return tron.Block{}, fmt.Errorf("%w: %s: block %d parentHash %q", tron.ErrBadResponse, path, num, p)
+			return tron.Block{}, br, fmt.Errorf("%w: %s: block %d parentHash %q", tron.ErrBadResponse, path, num, p)
 		}
 	}
 	for _, tj := range br.Transactions {
 		var id [32]byte
 		if err := decodeID(tj.TxID, &id); err != nil {
-			return tron.Block{}, fmt.Errorf("%w: %s: block %d txID %q", tron.ErrBadResponse, path, num, tj.TxID)
+			return tron.Block{}, br, fmt.Errorf("%w: %s: block %d txID %q", tron.ErrBadResponse, path, num, tj.TxID)
 		}
 		// The txid is the hash of the raw bytes: when the node sends them,
 		// hold it to that.
 		if tj.RawDataHex != "" {
 			raw, err := hex.DecodeString(tj.RawDataHex)
 			if err != nil || tron.TxID(raw) != id {
-				return tron.Block{}, fmt.Errorf("%w: %s: block %d: txID %s is not the hash of its raw_data_hex",
+				return tron.Block{}, br, fmt.Errorf("%w: %s: block %d: txID %s is not the hash of its raw_data_hex",
 					tron.ErrBadResponse, path, num, tj.TxID)
 			}
 		}
 		b.TxIDs = append(b.TxIDs, id)
 	}
-	return b, nil
+	return b, br, nil
 }
 
 // SolidTxInfosByBlockNum asks /walletsolidity/gettransactioninfobyblocknum.
@@ -477,6 +486,8 @@ func (c *Client) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.
 			Receipt:     tron.ReceiptResult(in.Receipt.Result),
 			Message:     decodeMessage(in.ResMessage),
 			FeeSun:      in.Fee,
+			EnergyUsed:  in.Receipt.EnergyUsageTotal, EnergyFromStake: in.Receipt.EnergyUsage, EnergyFeeSun: in.Receipt.EnergyFee,
+			NetUsage: in.Receipt.NetUsage, NetFeeSun: in.Receipt.NetFee,
 		}
 		if err := decodeID(in.ID, &ti.TxID); err != nil || in.BlockNumber != num {
 			return nil, fmt.Errorf("%w: %s: info for %q in block %d, asked block %d",

@@ -19,3 +19,13 @@ func TestHTTPClientAgainstServedSimNodeSatisfiesTheNodeContract(t *testing.T) {
 		return nodetest.Harness{Node: node, Sim: sim}
 	})
 }
+
+func TestHTTPClientAgainstServedSimNodeSatisfiesTheWalletContract(t *testing.T) {
+	nodetest.RunWallet(t, func(t *testing.T, cfg tron.SimConfig) nodetest.Harness {
+		sim := tron.NewSimNode(cfg)
+		srv := httptest.NewServer(tronhttp.NewHandler(sim))
+		t.Cleanup(srv.Close)
+		node := tronhttp.New(tronhttp.Config{URL: srv.URL, HTTPClient: srv.Client()})
+		return nodetest.Harness{Node: node, Sim: sim}
+	})
+}

@@ -33,6 +33,17 @@ var simWitness = tron.MustParseAddress("TLyqzVGLV1srkB7dToTAEqgDSfPtXRJZYH")
 //	POST /wallet/getnowblock, /walletsolidity/getnowblock         → {"blockID","block_header":{"raw_data":{...}}}
 //	POST /walletsolidity/getblockbynum        {"num": n}          → {} or the block with "transactions":[{"txID",...}]
 //	POST /walletsolidity/gettransactioninfobyblocknum {"num": n}  → [] or [{"id","blockNumber","fee","receipt",...}]
+//	     (/walletsolidity/getblockbynum {"num": 0} is the genesis block)
+//	POST /wallet/triggerconstantcontract      {"owner_address","contract_address","function_selector","parameter"}
+//	     → {"result":{"result":true},"energy_used","constant_result":[hex]} for balanceOf(address) and
+//	       transfer(address,uint256); a transfer the owner cannot cover says "REVERT opcode executed"
+//	POST /wallet/getaccount                   {"address"}          → {} or {"address","balance","create_time"}
+//	POST /wallet/getaccountresource           {"address"}          → {} or {"freeNetLimit","freeNetUsed","NetLimit","EnergyLimit",...}
+//	POST /wallet/getchainparameters                                → {"chainParameter":[{"key":"getEnergyFee","value":210},...]}
+//
+// and one path no java-tron has, for tests and the demo to refill wallets:
+//
+//	POST /sim/fund {"address","usdt","trx"} → {"address","usdt","trx"} (the balances after the credit)
 //
 // GET with ?value= (or ?num=) works too. The fault-injected calls are exactly
 // the ones a tron.Node makes once per method (broadcasthex,
@@ -54,6 +65,11 @@ func NewHandler(sim *tron.SimNode) http.Handler {
 	mux.HandleFunc("/walletsolidity/getnowblock", h.nowBlock(true))
 	mux.HandleFunc("/walletsolidity/getblockbynum", h.solidBlockByNum)
 	mux.HandleFunc("/walletsolidity/gettransactioninfobyblocknum", h.solidTxInfosByBlockNum)
+	mux.HandleFunc("/wallet/triggerconstantcontract", h.triggerConstant)
+	mux.HandleFunc("/wallet/getaccount", h.getAccount)
+	mux.HandleFunc("/wallet/getaccountresource", h.getAccountResource)
+	mux.HandleFunc("/wallet/getchainparameters", h.chainParameters)
+	mux.HandleFunc("/sim/fund", h.fund)
 	return mux
 }
 
@@ -198,19 +214,28 @@ func (h *handler) txInfo(solid bool) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, struct{}{})
 			return
 		}
-		writeJSON(w, http.StatusOK, h.info(id, st))
+		ti, ok := h.sim.TxInfo(id)
+		if !ok {
+			writeJSON(w, http.StatusOK, struct{}{})
+			return
+		}
+		writeJSON(w, http.StatusOK, h.info(ti))
 	}
 }
 
-func (h *handler) info(id [32]byte, st tron.TxStatus) transactionInfo {
+func (h *handler) info(ti tron.TxInfo) transactionInfo {
 	info := transactionInfo{
-		ID:             tron.HexID(id),
-		BlockNumber:    st.BlockNumber,
-		BlockTimeStamp: st.BlockTime,
-		Receipt:        receiptJSON{Result: string(st.Receipt), NetUsage: 345, EnergyUsageTotal: 14650},
-		Fee:            tron.SimFeeSun,
+		ID:             tron.HexID(ti.TxID),
+		BlockNumber:    ti.BlockNumber,
+		BlockTimeStamp: ti.BlockTime,
+		Receipt: receiptJSON{
+			Result: string(ti.Receipt), EnergyUsage: ti.EnergyFromStake, EnergyFee: ti.EnergyFeeSun,
+			EnergyUsageTotal: ti.EnergyUsed, NetUsage: ti.NetUsage, NetFee: ti.NetFeeSun,
+		},
+		Fee: ti.FeeSun,
 	}
-	if tr, ok := h.sim.TransferByTxID(id); ok {
+	st := tron.TxStatus{Receipt: ti.Receipt, Message: ti.Message}
+	if tr, ok := h.sim.TransferByTxID(ti.TxID); ok {
 		info.ContractAddress = tr.Contract.Hex()
 		if st.Receipt == tron.ReceiptSuccess {
 			info.ContractResult = []string{strings.Repeat("0", 63) + "1"}
@@ -290,6 +315,7 @@ func renderTransaction(s tron.SignedTx) transactionJSON {
 		RefBlockBytes: hex.EncodeToString(raw.RefBlockBytes),
 		RefBlockHash:  hex.EncodeToString(raw.RefBlockHash),
 		Expiration:    raw.Expiration,
+		Data:          hex.EncodeToString(raw.Data),
 		FeeLimit:      raw.FeeLimit,
 		Timestamp:     raw.Timestamp,
 	}
@@ -390,10 +416,7 @@ func (h *handler) solidTxInfosByBlockNum(w http.ResponseWriter, r *http.Request)
 	}
 	out := make([]transactionInfo, 0, len(infos))
 	for _, in := range infos {
-		st := tron.TxStatus{State: tron.TxIncluded, BlockNumber: in.BlockNumber, BlockTime: in.BlockTime, Receipt: in.Receipt, Message: in.Message}
-		ti := h.info(in.TxID, st)
-		ti.Fee = in.FeeSun
-		out = append(out, ti)
+		out = append(out, h.info(in))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,5 +1,7 @@
 package tronhttp
 
+import "encoding/json"
+
 // JSON shapes of java-tron's HTTP API (the subset weir uses), shared by the
 // client and the simulated server so the two cannot drift apart.
 
@@ -59,9 +61,16 @@ type blockResponse struct {
 	Transactions []transactionJSON `json:"transactions,omitempty"`
 }
 
+// receiptJSON is protocol.ResourceReceipt: energy_usage is staked energy,
+// energy_fee the sun burnt for the rest, energy_usage_total both (plus the
+// contract owner's share); net_usage the bandwidth covered, net_fee the sun
+// burnt when it was not.
 type receiptJSON struct {
+	EnergyUsage      int64  `json:"energy_usage,omitempty"`
+	EnergyFee        int64  `json:"energy_fee,omitempty"`
 	EnergyUsageTotal int64  `json:"energy_usage_total,omitempty"`
 	NetUsage         int64  `json:"net_usage,omitempty"`
+	NetFee           int64  `json:"net_fee,omitempty"`
 	Result           string `json:"result,omitempty"`
 }
 
@@ -112,6 +121,7 @@ type rawDataJSON struct {
 	RefBlockBytes string         `json:"ref_block_bytes"`
 	RefBlockHash  string         `json:"ref_block_hash"`
 	Expiration    int64          `json:"expiration"`
+	Data          string         `json:"data,omitempty"` // memo, hex
 	FeeLimit      int64          `json:"fee_limit,omitempty"`
 	Timestamp     int64          `json:"timestamp,omitempty"`
 }
@@ -124,4 +134,95 @@ type transactionJSON struct {
 	TxID       string        `json:"txID,omitempty"`
 	RawData    *rawDataJSON  `json:"raw_data,omitempty"`
 	RawDataHex string        `json:"raw_data_hex,omitempty"`
+}
+
+// addressRequest is the body of /wallet/getaccount and
+// /wallet/getaccountresource: {"address": "41…"} (hex; base58 with
+// "visible": true).
+type addressRequest struct {
+	Address string `json:"address"`
+	Visible bool   `json:"visible,omitempty"`
+}
+
+// triggerConstantRequest is /wallet/triggerconstantcontract's body: a
+// read-only contract call (protocol.TriggerSmartContract). parameter is the
+// ABI-encoded arguments after the selector, as hex.
+type triggerConstantRequest struct {
+	OwnerAddress     string `json:"owner_address"`
+	ContractAddress  string `json:"contract_address"`
+	FunctionSelector string `json:"function_selector,omitempty"`
+	Parameter        string `json:"parameter,omitempty"`
+	Data             string `json:"data,omitempty"`
+	Visible          bool   `json:"visible,omitempty"`
+}
+
+// returnJSON is api.Return: result, code and message (hex bytes).
+type returnJSON struct {
+	Result  bool   `json:"result,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// triggerConstantResponse is api.TransactionExtention as
+// triggerconstantcontract answers it. A call that reverted or ran out of
+// energy still has result.result true; it says so in result.message and
+// in transaction.ret[0].ret = "FAILED".
+type triggerConstantResponse struct {
+	Result         returnJSON `json:"result"`
+	EnergyUsed     int64      `json:"energy_used,omitempty"`
+	EnergyPenalty  int64      `json:"energy_penalty,omitempty"`
+	ConstantResult []string   `json:"constant_result,omitempty"`
+	Transaction    *struct {
+		Ret []struct {
+			Ret string `json:"ret,omitempty"`
+		} `json:"ret,omitempty"`
+		TxID string `json:"txID,omitempty"`
+	} `json:"transaction,omitempty"`
+}
+
+// accountJSON is the part of /wallet/getaccount's protocol.Account weir
+// reads; {} for an address the chain does not know.
+type accountJSON struct {
+	Address    string `json:"address,omitempty"`
+	Balance    int64  `json:"balance,omitempty"`
+	CreateTime int64  `json:"create_time,omitempty"`
+}
+
+// accountResourceJSON is /wallet/getaccountresource's
+// api.AccountResourceMessage (java-tron's own capitalisation); {} for an
+// address the chain does not know. Zero fields are omitted.
+type accountResourceJSON struct {
+	FreeNetUsed       int64 `json:"freeNetUsed,omitempty"`
+	FreeNetLimit      int64 `json:"freeNetLimit,omitempty"`
+	NetUsed           int64 `json:"NetUsed,omitempty"`
+	NetLimit          int64 `json:"NetLimit,omitempty"`
+	TotalNetLimit     int64 `json:"TotalNetLimit,omitempty"`
+	TotalNetWeight    int64 `json:"TotalNetWeight,omitempty"`
+	EnergyUsed        int64 `json:"EnergyUsed,omitempty"`
+	EnergyLimit       int64 `json:"EnergyLimit,omitempty"`
+	TotalEnergyLimit  int64 `json:"TotalEnergyLimit,omitempty"`
+	TotalEnergyWeight int64 `json:"TotalEnergyWeight,omitempty"`
+}
+
+// chainParametersJSON is /wallet/getchainparameters' protocol.ChainParameters.
+type chainParametersJSON struct {
+	ChainParameter []struct {
+		Key   string `json:"key"`
+		Value int64  `json:"value,omitempty"`
+	} `json:"chainParameter"`
+}
+
+// simFundRequest is POST /sim/fund's body (the simulated node only):
+// amounts are decimal USDT and TRX, as strings or numbers.
+type simFundRequest struct {
+	Address string      `json:"address"`
+	USDT    json.Number `json:"usdt,omitempty"`
+	TRX     json.Number `json:"trx,omitempty"`
+}
+
+// simFundResponse is the funded address's balances after the credit.
+type simFundResponse struct {
+	Address string `json:"address"`
+	USDT    string `json:"usdt"`
+	TRX     string `json:"trx"`
 }
