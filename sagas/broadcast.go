@@ -86,7 +86,7 @@ func (wk *Worker) prepare(ctx context.Context, f *flight) (stepResult, error) {
 		err := wk.write(ctx, f, aggregate.Reject{Reason: ReasonInvalidAddress, Detail: err.Error(), At: wk.now()}, true)
 		return stepStop, err
 	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
 	if err != nil {
 		return stepWait, err
 	}
@@ -125,7 +125,7 @@ func (wk *Worker) prepareInOne(ctx context.Context, f *flight) (stepResult, erro
 	if err != nil {
 		return stepStop, err
 	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
 	if err != nil {
 		return stepWait, err
 	}
@@ -155,17 +155,20 @@ func (wk *Worker) route(w aggregate.Withdrawal) (aggregate.Route, error) {
 	return aggregate.ExternalRoute("destination not custodied by weir")
 }
 
-// memoPrefix starts the raw_data.data of every envelope. The memo names
-// the withdrawal and the attempt so that two withdrawals paying the same
-// amount to the same address from the same reference block can never
-// produce the same bytes — and hence the same txid, which the chain would
-// execute only once for both.
-const memoPrefix = "weir:"
-
 // buildEnvelope makes a TRC-20 transfer from the node's view of the chain:
 // TAPoS from the solid block (it cannot be reorganised away), creation time
 // and expiration from the head block's time (chain time, never ours).
-func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to tron.Address, attempt int) (aggregate.Envelope, error) {
+//
+// No memo (a memo burns 1 TRX per transfer since TRON proposal #80): two
+// withdrawals paying the same amount to the same address from the same
+// reference block are kept apart by the creation timestamp instead, offset
+// by seq — the stream position the build follows, which no other
+// withdrawal or attempt shares (tron.UniqueTimestamp). The bytes, and with
+// them the timestamp, are written ahead in the envelope.
+func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to tron.Address, seq uint64) (aggregate.Envelope, error) {
+	if seq == 0 {
+		return aggregate.Envelope{}, fmt.Errorf("build transfer for %s: no log position to keep its txid apart from equal transfers", w.ID)
+	}
 	nctx, cancel := wk.nodeCtx(ctx)
 	defer cancel()
 	head, err := wk.cfg.Node.Head(nctx)
@@ -182,10 +185,9 @@ func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to 
 		To:         to,
 		Amount:     w.Amount.Units(),
 		RefBlock:   ref,
-		Timestamp:  head.Timestamp,
+		Timestamp:  tron.UniqueTimestamp(head.Timestamp, seq),
 		Expiration: head.Timestamp + wk.cfg.ExpirationWindow.Milliseconds(),
 		FeeLimit:   wk.cfg.FeeLimit,
-		Memo:       fmt.Appendf(nil, "%s%s:%d", memoPrefix, w.ID, attempt),
 	})
 	if err != nil {
 		return aggregate.Envelope{}, fmt.Errorf("build transfer for %s: %w", w.ID, err)
@@ -305,7 +307,7 @@ func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Ad
 	if err != nil {
 		return stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
 	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
 	if err != nil {
 		return stepWait, err
 	}

@@ -791,9 +791,10 @@ func TestRealKeySignerPaysOnce(t *testing.T) {
 	}
 }
 
-// The envelope carries a memo naming the withdrawal and attempt, so two
-// withdrawals paying the same amount to the same address from the same
-// block still have distinct txids — and both are paid.
+// The envelope's creation timestamp is offset by the log position it was
+// built after (no memo, no memo fee), so two withdrawals paying the same
+// amount to the same address from the same block still have distinct
+// txids — and both are paid.
 func TestSameAmountSameAddressSameBlockAreTwoTransactions(t *testing.T) {
 	r := newBCRig(t)
 	to := bcAddress("twins")

@@ -197,7 +197,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	if err != nil {
 		return stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
 	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.w.Attempt+1)
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
 	if err != nil {
 		return stepWait, err
 	}

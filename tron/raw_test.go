@@ -263,3 +263,47 @@ func TestBuildTransferMemoMakesDistinctTransactions(t *testing.T) {
 		t.Fatal("txid is not sha256 of the stored bytes")
 	}
 }
+
+// Two equal transfers (payer, payee, amount, reference block, head) built
+// with different numbers get distinct txids with no memo, decode back to
+// the same bytes, and the same number rebuilds the same bytes.
+func TestUniqueTimestampKeepsEqualTransfersApartWithoutAMemo(t *testing.T) {
+	head := int64(1_700_000_030_000)
+	build := func(n uint64) Envelope {
+		t.Helper()
+		p := testParams()
+		p.Timestamp = UniqueTimestamp(head, n)
+		p.Expiration = head + DefaultExpiration.Milliseconds()
+		env, err := BuildTransfer(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	seen := map[[32]byte]uint64{}
+	for n := uint64(1_000); n < 1_000+2_000; n++ {
+		env := build(n)
+		if prev, dup := seen[env.TxID]; dup {
+			t.Fatalf("n=%d and n=%d share txid %s", prev, n, env.TxIDHex())
+		}
+		seen[env.TxID] = n
+		if env.Timestamp > head || head-env.Timestamp >= UniqueTimestampSpan || env.Expiration != head+DefaultExpiration.Milliseconds() {
+			t.Fatalf("n=%d: timestamp %d expiration %d for head %d", n, env.Timestamp, env.Expiration, head)
+		}
+		r, err := DecodeRaw(env.Raw)
+		if err != nil || len(r.Data) != 0 || r.Timestamp != env.Timestamp || !bytes.Equal(EncodeRaw(r), env.Raw) {
+			t.Fatalf("n=%d: decoded %+v, %v: want no memo and the same bytes back", n, r, err)
+		}
+		back, err := EnvelopeFromRaw(env.Raw)
+		if err != nil || back.TxID != env.TxID || back.Timestamp != env.Timestamp || back.Amount.Cmp(env.Amount) != 0 {
+			t.Fatalf("n=%d: envelope from raw %+v, %v", n, back, err)
+		}
+	}
+	if a, b := build(42), build(42); !bytes.Equal(a.Raw, b.Raw) {
+		t.Fatal("the same number built different bytes")
+	}
+	// The guarantee's bound: numbers a whole span apart coincide.
+	if build(42).TxID != build(42+UniqueTimestampSpan).TxID {
+		t.Fatal("the span is not what UniqueTimestamp documents")
+	}
+}

@@ -74,11 +74,33 @@ type TransferParams struct {
 	Expiration int64
 	// FeeLimit in sun; zero means DefaultFeeLimit.
 	FeeLimit int64
-	// Memo goes into raw_data.data (optional). It makes two transfers with
-	// the same payer, payee, amount and reference block distinct
-	// transactions: without it they would share one txid, and the chain
-	// would pay once for both. Mainnet charges a small fee for a memo.
+	// Memo goes into raw_data.data (optional). Since committee proposal #80
+	// (2022-12-16) a transaction carrying one burns an extra 1 TRX
+	// (getMemoFee): to keep equal transfers apart use UniqueTimestamp
+	// instead.
 	Memo []byte
+}
+
+// UniqueTimestampSpan is the range of the offsets UniqueTimestamp takes
+// off a creation time: 2^20 ms, about 17½ minutes.
+const UniqueTimestampSpan = 1 << 20
+
+// UniqueTimestamp is the creation timestamp for a transfer built against a
+// head block at headMs: headMs − (n mod UniqueTimestampSpan) ms.
+//
+// Two transfers with the same payer, payee, amount, reference block and
+// expiration would otherwise be the same bytes, hence one txid, and the
+// chain would pay once for both. The timestamp is covered by the txid and
+// java-tron does not validate it (only the expiration and the TAPoS
+// reference are), so giving every transfer its own n — the caller's unique
+// number for it, e.g. the log position it is built after — keeps their
+// txids apart with no memo and no memo fee: any two transfers whose n
+// differ by less than UniqueTimestampSpan get different timestamps. The
+// result is deterministic, so rebuilding from the same inputs gives the
+// same bytes, and never after the head, so the expiration window is
+// unchanged.
+func UniqueTimestamp(headMs int64, n uint64) int64 {
+	return headMs - int64(n%UniqueTimestampSpan)
 }
 
 // Envelope is one built, unsigned transaction: the raw_data bytes and their

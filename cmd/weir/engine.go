@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +37,7 @@ import (
 // the order it must stop.
 type engine struct {
 	log       *slog.Logger
+	feeLimit  int64                // sun, from --fee-limit
 	emb       *eventstore.Embedded // nil with --nats-url
 	conns     []*nats.Conn
 	store     *eventstore.Store
@@ -109,6 +109,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		if reviewAbove, err = aggregate.ParseAmount(aggregate.AccountAsset, cfg.CreditReviewAbove); err != nil {
 			return nil, fmt.Errorf("--credit-review-above: %w", err)
 		}
+	}
+	if e.feeLimit, err = feeLimitSun(cfg.FeeLimit); err != nil {
+		return nil, err
 	}
 	dailyLimit := aggregate.Amount{}
 	if cfg.DailyLimit != "" && cfg.DailyLimit != "0" {
@@ -291,6 +294,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 		e.sim = tron.NewSimNode(simCfg)
 		e.node = e.sim
+		if err := fundSimWallet(e.sim, signer.Address(), cfg.SimWalletUSDT, cfg.SimWalletTRX); err != nil {
+			return nil, err
+		}
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -392,9 +398,6 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return err
 		}); err != nil {
 			return nil, fmt.Errorf("funding dev account: %w", err)
-		}
-		if e.sim != nil {
-			e.sim.SetBalance(signer.Address(), new(big.Int).Mul(big.NewInt(1_000_000_000), big.NewInt(1_000_000)))
 		}
 		fmt.Fprintln(out, "weir dev mode — these tokens are public; use --principals in production:")
 		for _, p := range principals.All() {
@@ -581,7 +584,7 @@ func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(
 		// process: each follows the whole log); the poll is the fallback
 		// for what nobody announces: lapsed leases, a moving chain.
 		PollInterval: time.Second,
-		Approver:     approver, Logger: log,
+		Approver:     approver, Logger: log, FeeLimit: e.feeLimit,
 	})
 	if err != nil {
 		return err

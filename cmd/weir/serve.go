@@ -42,8 +42,14 @@ type serveConfig struct {
 	SimSolidityLag    int
 	DailyLimit        string
 	CreditReviewAbove string // "0": no review
-	SigningKey        string
-	EventKey          string // file; the key itself is never logged
+	// FeeLimit is every envelope's fee_limit, in TRX; SimWalletUSDT and
+	// SimWalletTRX fund the hot wallet on the simulated node. Empty means
+	// the default (tests build serveConfig without the flags).
+	FeeLimit      string
+	SimWalletUSDT string
+	SimWalletTRX  string
+	SigningKey    string
+	EventKey      string // file; the key itself is never logged
 	// WebhookAllowPrivate lets webhooks target loopback, private and
 	// link-local addresses (a receiver on this host or network).
 	WebhookAllowPrivate bool
@@ -98,6 +104,9 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.SimBlockInterval, "sim-block-interval", time.Second, "wall time per simulated block (chain time always advances 3 s a block)")
 	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")
 	fs.StringVar(&c.CreditReviewAbove, "credit-review-above", "0", "credits above this amount wait for a second operator (weir credit approve); 0 = none")
+	fs.StringVar(&c.FeeLimit, "fee-limit", defaultFeeLimitTRX, "most TRX one transfer may burn for energy (every envelope's fee_limit); at most 15000")
+	fs.StringVar(&c.SimWalletUSDT, "sim-wallet-usdt", defaultSimWallet, "USDT the hot wallet holds on the simulated node at start (refill: POST /sim/fund on --tron-http)")
+	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on the simulated node at start, for fees")
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty with the embedded store: a key generated in --data")
