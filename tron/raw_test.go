@@ -94,7 +94,7 @@ func TestBuildTransferRefusesUnusableParameters(t *testing.T) {
 		"no ref block":          func(p *TransferParams) { p.RefBlock = BlockHeader{} },
 		"no timestamp":          func(p *TransferParams) { p.Timestamp = 0 },
 		"expiration before ts":  func(p *TransferParams) { p.Expiration = p.Timestamp - 1 },
-		"expiration beyond 24h": func(p *TransferParams) { p.Expiration = p.Timestamp + MaxExpiration.Milliseconds() + 1 },
+		"expiration beyond 24h": func(p *TransferParams) { p.Expiration = p.Timestamp + MaxExpiration.Milliseconds() + UniqueTimestampSpan + 1 },
 		"expiration before ref": func(p *TransferParams) {
 			p.Timestamp = p.RefBlock.Timestamp - 10_000
 			p.Expiration = p.RefBlock.Timestamp
@@ -301,6 +301,13 @@ func TestUniqueTimestampKeepsEqualTransfersApartWithoutAMemo(t *testing.T) {
 	}
 	if a, b := build(42), build(42); !bytes.Equal(a.Raw, b.Raw) {
 		t.Fatal("the same number built different bytes")
+	}
+	// The longest window java-tron allows (24 h from the head) still builds
+	// with the largest offset.
+	p := testParams()
+	p.Timestamp, p.Expiration = UniqueTimestamp(head, UniqueTimestampSpan-1), head+MaxExpiration.Milliseconds()
+	if _, err := BuildTransfer(p); err != nil {
+		t.Fatalf("24 h window with the largest offset: %v", err)
 	}
 	// The guarantee's bound: numbers a whole span apart coincide.
 	if build(42).TxID != build(42+UniqueTimestampSpan).TxID {

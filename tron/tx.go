@@ -70,7 +70,8 @@ type TransferParams struct {
 	Timestamp int64
 	// Expiration is when the transaction dies: no block with a timestamp
 	// ≥ Expiration can include it. Zero means Timestamp + DefaultExpiration.
-	// It must be after Timestamp and at most MaxExpiration after it.
+	// It must be after Timestamp and at most MaxExpiration (plus
+	// UniqueTimestampSpan, see UniqueTimestamp) after it.
 	Expiration int64
 	// FeeLimit in sun; zero means DefaultFeeLimit.
 	FeeLimit int64
@@ -169,7 +170,9 @@ func BuildTransfer(p TransferParams) (Envelope, error) {
 	if exp <= p.Timestamp {
 		return Envelope{}, fmt.Errorf("%w: expiration %d is not after timestamp %d", ErrInvalidTransfer, exp, p.Timestamp)
 	}
-	if exp-p.Timestamp > MaxExpiration.Milliseconds() {
+	// java-tron bounds the expiration by the head's time + MaxExpiration;
+	// the timestamp may lie up to UniqueTimestampSpan before the head.
+	if exp-p.Timestamp > MaxExpiration.Milliseconds()+UniqueTimestampSpan {
 		return Envelope{}, fmt.Errorf("%w: expiration is more than %v after timestamp", ErrInvalidTransfer, MaxExpiration)
 	}
 	if exp <= p.RefBlock.Timestamp {
