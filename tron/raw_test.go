@@ -86,15 +86,17 @@ func TestBuildTransferCarries256BitAmounts(t *testing.T) {
 
 func TestBuildTransferRefusesUnusableParameters(t *testing.T) {
 	tests := map[string]func(*TransferParams){
-		"no owner":              func(p *TransferParams) { p.Owner = Address{} },
-		"no recipient":          func(p *TransferParams) { p.To = Address{} },
-		"nil amount":            func(p *TransferParams) { p.Amount = nil },
-		"zero amount":           func(p *TransferParams) { p.Amount = new(big.Int) },
-		"negative amount":       func(p *TransferParams) { p.Amount = big.NewInt(-1) },
-		"no ref block":          func(p *TransferParams) { p.RefBlock = BlockHeader{} },
-		"no timestamp":          func(p *TransferParams) { p.Timestamp = 0 },
-		"expiration before ts":  func(p *TransferParams) { p.Expiration = p.Timestamp - 1 },
-		"expiration beyond 24h": func(p *TransferParams) { p.Expiration = p.Timestamp + MaxExpiration.Milliseconds() + UniqueTimestampSpan + 1 },
+		"no owner":             func(p *TransferParams) { p.Owner = Address{} },
+		"no recipient":         func(p *TransferParams) { p.To = Address{} },
+		"nil amount":           func(p *TransferParams) { p.Amount = nil },
+		"zero amount":          func(p *TransferParams) { p.Amount = new(big.Int) },
+		"negative amount":      func(p *TransferParams) { p.Amount = big.NewInt(-1) },
+		"no ref block":         func(p *TransferParams) { p.RefBlock = BlockHeader{} },
+		"no timestamp":         func(p *TransferParams) { p.Timestamp = 0 },
+		"expiration before ts": func(p *TransferParams) { p.Expiration = p.Timestamp - 1 },
+		"expiration beyond 24h": func(p *TransferParams) {
+			p.Expiration = p.Timestamp + MaxExpiration.Milliseconds() + UniqueTimestampSpan + 1
+		},
 		"expiration before ref": func(p *TransferParams) {
 			p.Timestamp = p.RefBlock.Timestamp - 10_000
 			p.Expiration = p.RefBlock.Timestamp
