@@ -57,6 +57,11 @@ var (
 	// (missing headers, broken version chain). Loud on purpose.
 	ErrCorrupt = errors.New("eventstore: stored events are inconsistent")
 
+	// ErrSnapshotMismatch: LoadSince was given a position the aggregate's
+	// log does not pass through (a stale or foreign snapshot). Not an
+	// integrity failure of the log: load it from the start instead.
+	ErrSnapshotMismatch = errors.New("eventstore: snapshot does not match the log")
+
 	// ErrStreamMismatch: an existing stream cannot be adopted by Open
 	// (different subjects or storage type).
 	ErrStreamMismatch = errors.New("eventstore: existing stream does not match configuration")

@@ -27,7 +27,7 @@ import (
 // with a get by sequence — costs one O(1) lookup per event: ~0.45 ms at
 // both sizes, memory and file storage alike.
 func (s *Store) Load(ctx context.Context, k Key) ([]Record, Position, error) {
-	return s.load(ctx, k, s.directGet)
+	return s.load(ctx, k, Position{}, s.directGet)
 }
 
 // LoadLatest is Load with the subject's last event read through the stream
@@ -36,16 +36,39 @@ func (s *Store) Load(ctx context.Context, k Key) ([]Record, Position, error) {
 // ("no reservation", "the policy in force"). Slower than Load by one API
 // round trip; the earlier events are then read as Load reads them.
 func (s *Store) LoadLatest(ctx context.Context, k Key) ([]Record, Position, error) {
-	return s.load(ctx, k, s.leaderGet)
+	return s.load(ctx, k, Position{}, s.leaderGet)
 }
 
-func (s *Store) load(ctx context.Context, k Key, getLast func(context.Context, msgGetRequest) (*storedMsg, error)) ([]Record, Position, error) {
+// LoadSince is Load for a caller that already holds k's state folded up to
+// since (a snapshot): it returns only the events after since, in order,
+// and k's current position. It reads the subject's last event and walks
+// back only as far as since, so its cost is the number of newer events,
+// not the length of the history. It checks the log really passes through
+// since — the event after since points back to since.Sequence, or since
+// is the subject's last event — and otherwise returns ErrSnapshotMismatch:
+// the snapshot does not describe this log, and the caller must Load from
+// the start instead. With latest the last event is read through the
+// stream leader, as LoadLatest does. A zero since is Load (or LoadLatest).
+func (s *Store) LoadSince(ctx context.Context, k Key, since Position, latest bool) ([]Record, Position, error) {
+	if since.Sequence == 0 || since.Version == 0 {
+		since = Position{}
+	}
+	if latest {
+		return s.load(ctx, k, since, s.leaderGet)
+	}
+	return s.load(ctx, k, since, s.directGet)
+}
+
+func (s *Store) load(ctx context.Context, k Key, since Position, getLast func(context.Context, msgGetRequest) (*storedMsg, error)) ([]Record, Position, error) {
 	if err := k.Validate(); err != nil {
 		return nil, Position{}, err
 	}
 	subj := s.Subject(k)
 	last, err := getLast(ctx, msgGetRequest{LastFor: subj})
 	if errors.Is(err, errMsgNotFound) {
+		if since.Version != 0 {
+			return nil, Position{}, fmt.Errorf("%w: %s has no events, the snapshot covers version %d", ErrSnapshotMismatch, subj, since.Version)
+		}
 		return nil, Position{}, nil
 	}
 	if err != nil {
@@ -67,7 +90,14 @@ func (s *Store) load(ctx context.Context, k Key, getLast func(context.Context, m
 	if m.version > last.Sequence {
 		return violation(last, fmt.Errorf("%w: %s seq %d claims version %d", ErrCorrupt, subj, last.Sequence, m.version))
 	}
-	recs := make([]Record, m.version)
+	if m.version <= since.Version {
+		if m.version == since.Version && last.Sequence == since.Sequence {
+			return nil, since, nil
+		}
+		return nil, Position{}, fmt.Errorf("%w: %s last event is version %d at seq %d, the snapshot covers version %d at seq %d",
+			ErrSnapshotMismatch, subj, m.version, last.Sequence, since.Version, since.Sequence)
+	}
+	recs := make([]Record, m.version-since.Version)
 	cur := last
 	for {
 		if err := s.verifyTag(cur); err != nil {
@@ -77,7 +107,14 @@ func (s *Store) load(ctx context.Context, k Key, getLast func(context.Context, m
 		if err != nil {
 			return violation(cur, err)
 		}
-		recs[m.version-1] = rec
+		recs[m.version-since.Version-1] = rec
+		if since.Version != 0 && m.version == since.Version+1 {
+			if m.prevSeq != since.Sequence {
+				return nil, Position{}, fmt.Errorf("%w: %s version %d points back to seq %d, the snapshot covers seq %d",
+					ErrSnapshotMismatch, subj, m.version, m.prevSeq, since.Sequence)
+			}
+			break
+		}
 		if m.version == 1 {
 			if m.prevSeq != 0 {
 				return violation(cur, fmt.Errorf("%w: %s version 1 at seq %d points back to seq %d", ErrCorrupt, subj, cur.Sequence, m.prevSeq))
@@ -96,7 +133,7 @@ func (s *Store) load(ctx context.Context, k Key, getLast func(context.Context, m
 			return violation(cur, err)
 		}
 	}
-	return recs, Position{Sequence: last.Sequence, Version: uint64(len(recs))}, nil
+	return recs, Position{Sequence: last.Sequence, Version: since.Version + uint64(len(recs))}, nil
 }
 
 // storedMsg is one stream message as returned by either get API.
