@@ -579,6 +579,17 @@ func FoldAccount(events []AccountEvent) Account {
 	return a
 }
 
+// FoldAccountFrom applies events in order to a, a state folded earlier
+// (a snapshot), copying a's maps once rather than once per event; a is
+// left untouched.
+func FoldAccountFrom(a Account, events []AccountEvent) Account {
+	a = a.owned()
+	for _, e := range events {
+		apply(&a, e)
+	}
+	return a
+}
+
 // AuditAccount replays a stream, checking every event and the invariants
 // after each; the error names the first bad event (1-based).
 func AuditAccount(events []AccountEvent) (Account, error) {

@@ -2,6 +2,8 @@ package sagas
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 
 	"github.com/weir-payouts/weir/eventstore"
 )
@@ -12,15 +14,54 @@ import (
 // the stream leader stay exact. Tests only.
 func LagReads(r *Repo, typ string, behind int) {
 	exact := r.read
-	r.read = func(ctx context.Context, k eventstore.Key) ([]eventstore.Record, eventstore.Position, error) {
-		recs, pos, err := exact(ctx, k)
-		if err != nil || k.Type != typ {
+	r.read = func(ctx context.Context, k eventstore.Key, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+		if k.Type != typ {
+			return exact(ctx, k, since)
+		}
+		recs, _, err := exact(ctx, k, eventstore.Position{})
+		if err != nil {
+			return nil, eventstore.Position{}, err
+		}
+		recs = recs[:max(0, len(recs)-behind)]
+		return sinceOf(recs, since)
+	}
+}
+
+// sinceOf is what LoadSince answers from a replica holding recs (an
+// aggregate's whole chain as that replica sees it).
+func sinceOf(recs []eventstore.Record, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+	n := uint64(len(recs))
+	var pos eventstore.Position
+	if n > 0 {
+		pos = eventstore.Position{Sequence: recs[n-1].Sequence, Version: n}
+	}
+	if since.Version == 0 {
+		return recs, pos, nil
+	}
+	if since.Version > n || recs[since.Version-1].Sequence != since.Sequence {
+		return nil, eventstore.Position{}, fmt.Errorf("%w: replica at %+v, snapshot at %+v", eventstore.ErrSnapshotMismatch, pos, since)
+	}
+	return recs[since.Version:], pos, nil
+}
+
+// CountReads makes r count the records its ordinary and leader reads
+// return. Tests only.
+func CountReads(r *Repo) *atomic.Int64 {
+	var n atomic.Int64
+	for _, f := range []*readFunc{&r.read, &r.readLatest} {
+		inner := *f
+		*f = func(ctx context.Context, k eventstore.Key, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+			recs, pos, err := inner(ctx, k, since)
+			n.Add(int64(len(recs)))
 			return recs, pos, err
 		}
-		n := max(0, len(recs)-behind)
-		if n == 0 {
-			return nil, eventstore.Position{}, nil
-		}
-		return recs[:n], eventstore.Position{Sequence: recs[n-1].Sequence, Version: uint64(n)}, nil
 	}
+	return &n
+}
+
+// PlantSnapshot puts state at pos in r's snapshots, as if r had folded
+// it. Tests only.
+func PlantSnapshot(r *Repo, typ, id string, state any, pos eventstore.Position) {
+	r.snaps.drop(typ, id)
+	r.snaps.put(typ, id, state, pos)
 }

@@ -46,14 +46,29 @@ var ErrTooMuchContention = errors.New("sagas: too much contention on the stream;
 type Repo struct {
 	store *eventstore.Store
 	locks keyedMutex
-	// read and readLatest load an aggregate's records; tests replace read
-	// to play a lagging replica.
-	read, readLatest func(context.Context, eventstore.Key) ([]eventstore.Record, eventstore.Position, error)
+	// read and readLatest load an aggregate's records after a position
+	// (the zero Position: all of them; see eventstore.LoadSince); tests
+	// replace read to play a lagging replica.
+	read, readLatest readFunc
+	// snaps holds the folded state of accounts and of the policy at the
+	// position it covers, so a load folds only the newer events.
+	snaps snapshots
 }
+
+type readFunc func(context.Context, eventstore.Key, eventstore.Position) ([]eventstore.Record, eventstore.Position, error)
 
 // NewRepo returns a Repo over store (opened with eventlog.NewRegistry()).
 func NewRepo(store *eventstore.Store) *Repo {
-	return &Repo{store: store, read: store.Load, readLatest: store.LoadLatest}
+	return &Repo{
+		store: store,
+		read: func(ctx context.Context, k eventstore.Key, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+			return store.LoadSince(ctx, k, since, false)
+		},
+		readLatest: func(ctx context.Context, k eventstore.Key, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+			return store.LoadSince(ctx, k, since, true)
+		},
+		snaps: snapshots{max: DefaultSnapshots},
+	}
 }
 
 // Store returns the underlying event store.
@@ -70,6 +85,10 @@ type kind[S any, E interface{ EventType() string }] struct {
 	// evolveRecorded, when set, folds an event with the server's record
 	// time of its stored message (a withdrawal's claim is bounded by it).
 	evolveRecorded func(S, E, time.Time) S
+	// foldFrom, when set, folds events onto a state held in a snapshot
+	// (copying it once, not once per event); a kind without it is not
+	// snapshotted and is read from its first event every time.
+	foldFrom func(S, []E) S
 }
 
 var (
@@ -84,26 +103,56 @@ var (
 		evolveRecorded: aggregate.EvolveRecorded,
 	}
 	accountKind = kind[aggregate.Account, aggregate.AccountEvent]{
-		typ:    eventlog.TypeAccount,
-		decode: eventlog.AccountEvents,
-		evolve: aggregate.EvolveAccount,
+		typ:      eventlog.TypeAccount,
+		decode:   eventlog.AccountEvents,
+		evolve:   aggregate.EvolveAccount,
+		foldFrom: aggregate.FoldAccountFrom,
 	}
 	policyKind = kind[aggregate.PolicyState, aggregate.PolicyEvent]{
 		typ:    eventlog.TypePolicy,
 		decode: eventlog.PolicyEvents,
 		evolve: aggregate.EvolvePolicy,
+		foldFrom: func(s aggregate.PolicyState, events []aggregate.PolicyEvent) aggregate.PolicyState {
+			for _, e := range events {
+				s = aggregate.EvolvePolicy(s, e)
+			}
+			return s
+		},
 	}
 )
 
 // load reads and folds one aggregate; latest reads the last event through
-// the stream leader (Store.LoadLatest) instead of any replica.
+// the stream leader (Store.LoadLatest) instead of any replica. A kind that
+// is snapshotted starts from the snapshot this process holds and folds
+// only the events after it; the subject's last event is read either way,
+// so the state returned is as fresh as a full load's, and a snapshot the
+// log does not pass through is dropped and the aggregate folded from its
+// first event.
 func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool) (S, eventstore.Position, error) {
+	if k.foldFrom != nil {
+		if snap, ok := r.snaps.get(k.typ, id); ok {
+			s, pos, err := loadFrom(ctx, r, k, id, latest, snap.state.(S), snap.pos)
+			if !errors.Is(err, eventstore.ErrSnapshotMismatch) {
+				return s, pos, err
+			}
+			r.snaps.drop(k.typ, id)
+		}
+	}
+	var zero S
+	return loadFrom(ctx, r, k, id, latest, zero, eventstore.Position{})
+}
+
+// loadFrom folds the events after since onto s, the state at since.
+func loadFrom[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool, s S, since eventstore.Position) (S, eventstore.Position, error) {
 	var zero S
 	read := r.read
 	if latest {
 		read = r.readLatest
 	}
-	recs, pos, err := read(ctx, eventstore.Key{Type: k.typ, ID: id})
+	recs, pos, err := read(ctx, eventstore.Key{Type: k.typ, ID: id}, since)
+	if errors.Is(err, eventstore.ErrSnapshotMismatch) {
+		return zero, pos, err
+	}
 	if errors.Is(err, eventstore.ErrIntegrity) {
 		return zero, pos, integrityViolation(k.typ, id, err)
 	}
@@ -119,12 +168,19 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 	if len(events) != len(recs) {
 		return zero, pos, fmt.Errorf("load %s %s: %d records decoded to %d events", k.typ, id, len(recs), len(events))
 	}
-	s := zero
-	for i, e := range events {
-		if k.evolveRecorded != nil {
-			s = k.evolveRecorded(s, e, recs[i].Time)
-		} else {
-			s = k.evolve(s, e)
+	switch {
+	case k.foldFrom != nil:
+		s = k.foldFrom(s, events)
+		if pos.Sequence != 0 {
+			r.snaps.put(k.typ, id, s, pos)
+		}
+	default:
+		for i, e := range events {
+			if k.evolveRecorded != nil {
+				s = k.evolveRecorded(s, e, recs[i].Time)
+			} else {
+				s = k.evolve(s, e)
+			}
 		}
 	}
 	if k.setVersion != nil {
@@ -135,7 +191,7 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 
 // appendAt appends events decided against the state at pos and returns the
 // state with them folded in.
-func appendAt[S any, E interface{ EventType() string }](ctx context.Context, store *eventstore.Store, k kind[S, E], id string, s S, pos eventstore.Position, events []E) (S, eventstore.Position, error) {
+func appendAt[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, s S, pos eventstore.Position, events []E) (S, eventstore.Position, error) {
 	if len(events) == 0 {
 		return s, pos, nil
 	}
@@ -143,12 +199,17 @@ func appendAt[S any, E interface{ EventType() string }](ctx context.Context, sto
 	for i, e := range events {
 		out[i] = eventstore.Event{ID: eventstore.NewEventID(), Type: e.EventType(), Data: e}
 	}
-	newPos, err := store.Append(ctx, eventstore.Key{Type: k.typ, ID: id}, pos, out...)
+	newPos, err := r.store.Append(ctx, eventstore.Key{Type: k.typ, ID: id}, pos, out...)
 	if err != nil {
 		return s, pos, unavailable(fmt.Errorf("append %s %s: %w", k.typ, id, err))
 	}
-	for _, e := range events {
-		s = k.evolve(s, e)
+	if k.foldFrom != nil {
+		s = k.foldFrom(s, events)
+		r.snaps.put(k.typ, id, s, newPos)
+	} else {
+		for _, e := range events {
+			s = k.evolve(s, e)
+		}
 	}
 	if k.setVersion != nil {
 		s = k.setVersion(s, newPos.Version)
@@ -197,7 +258,7 @@ func update[S any, E interface{ EventType() string }](ctx context.Context, r *Re
 		if err != nil {
 			return s, pos, nil, err
 		}
-		s, pos, err = appendAt(ctx, r.store, k, id, s, pos, events)
+		s, pos, err = appendAt(ctx, r, k, id, s, pos, events)
 		if errors.Is(err, eventstore.ErrConflict) {
 			continue // another writer moved the stream: decide again
 		}
@@ -259,7 +320,7 @@ func (r *Repo) AppendWithdrawalAt(ctx context.Context, w aggregate.Withdrawal, p
 	if err != nil {
 		return w, pos, nil, err
 	}
-	w2, pos2, err := appendAt(ctx, r.store, withdrawalKind, w.ID, w, pos, events)
+	w2, pos2, err := appendAt(ctx, r, withdrawalKind, w.ID, w, pos, events)
 	return w2, pos2, events, err
 }
 
