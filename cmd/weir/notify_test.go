@@ -127,3 +127,61 @@ func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.
 		t.Fatalf("the consumers needed something the principal may not do: %v", err)
 	}
 }
+
+// TestAPaymentAnnouncesEachStateChangeOnceInOrder: a withdrawal that goes
+// all the way through the real pipeline (ledger, worker, simulated chain)
+// appears on WEIR_NOTIFY once per state change of its event list, in that
+// order, each with a distinct event id, ending with the terminal state.
+func TestAPaymentAnnouncesEachStateChangeOnceInOrder(t *testing.T) {
+	eng := startDevEngine(t)
+	id := requestDev(t, eng, 7)
+	if _, err := eng.intake.Approve(t.Context(), id, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := eng.emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cons, err := js.OrderedConsumer(t.Context(), notify.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.SubjectPrefix + "." + devFundingAccount + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	ids := map[string]bool{}
+	for {
+		n, _ := nextNotification(t, cons)
+		if n.Withdrawal.ID != id {
+			continue
+		}
+		if ids[n.EventID] {
+			t.Fatalf("event %s announced twice", n.EventID)
+		}
+		ids[n.EventID] = true
+		states = append(states, string(n.Withdrawal.State))
+		if n.Withdrawal.Terminal {
+			break
+		}
+	}
+	evs, err := eng.intake.Events(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	prev := ""
+	for _, e := range evs {
+		if s := string(e.State); s != prev {
+			want = append(want, s)
+			prev = s
+		}
+	}
+	if strings.Join(states, ",") != strings.Join(want, ",") {
+		t.Fatalf("announced %v, the log's state changes are %v", states, want)
+	}
+	if len(states) < 3 {
+		t.Fatalf("only %v", states)
+	}
+	t.Logf("announced %v", states)
+}
