@@ -26,6 +26,13 @@ func TestDeclineFromTheCLIAndRejectedRequestsExitThree(t *testing.T) {
 	code, out, errOut = s.weir(t, "decline", id, "--reason", "destination not on file", "--token", tokBob)
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "decline", out, "rejected (terminal)", "declined", "resolved by   bob", "destination not on file")
+	// The audit replays the decline through the same rules and finds the
+	// reservation released: nothing to report.
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "")
+	wantCode(t, code, 0, out, errOut)
+	code, out, errOut = s.weir(t, "audit", id, "--tron-node", "")
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "audit of the declined withdrawal", out, "withdrawal.rejected")
 
 	// Insufficient funds: the request is printed, then exit 3.
 	big := uuid.NewString()
