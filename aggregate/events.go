@@ -56,6 +56,10 @@ var policyDecoders = map[string]decoder[PolicyEvent]{
 	PolicyProposalApprovedType: decodeInto[PolicyProposalApproved, PolicyEvent],
 }
 
+var configDecoders = map[string]decoder[ConfigChanged]{
+	ConfigChangedType: decodeInto[ConfigChanged, ConfigChanged],
+}
+
 func decodeWith[E any](decoders map[string]decoder[E], eventType string, data []byte) (E, error) {
 	var zero E
 	d, ok := decoders[eventType]
@@ -88,6 +92,12 @@ func DecodePolicyEvent(eventType string, data []byte) (PolicyEvent, error) {
 	return decodeWith(policyDecoders, eventType, data)
 }
 
+// DecodeConfigEvent decodes a stored configuration event payload by type
+// name.
+func DecodeConfigEvent(eventType string, data []byte) (ConfigChanged, error) {
+	return decodeWith(configDecoders, eventType, data)
+}
+
 // DecodeEvent decodes any event defined here; the result is an Event,
 // an AccountEvent or a PolicyEvent, chosen by the type name's prefix.
 func DecodeEvent(eventType string, data []byte) (any, error) {
@@ -98,6 +108,8 @@ func DecodeEvent(eventType string, data []byte) (any, error) {
 		return DecodeAccountEvent(eventType, data)
 	case strings.HasPrefix(eventType, "policy."):
 		return DecodePolicyEvent(eventType, data)
+	case strings.HasPrefix(eventType, "config."):
+		return DecodeConfigEvent(eventType, data)
 	}
 	return nil, newError(CodeUnknownEvent, "type", "unknown event type %q", eventType)
 }
@@ -120,8 +132,11 @@ func AccountEventTypes() []string { return sortedKeys(accountDecoders) }
 // PolicyEventTypes lists every policy event type, sorted.
 func PolicyEventTypes() []string { return sortedKeys(policyDecoders) }
 
+// ConfigEventTypes lists every configuration event type, sorted.
+func ConfigEventTypes() []string { return sortedKeys(configDecoders) }
+
 // EventTypes lists every event type this package defines, for a store's
 // registry.
 func EventTypes() []string {
-	return slices.Concat(WithdrawalEventTypes(), AccountEventTypes(), PolicyEventTypes())
+	return slices.Concat(WithdrawalEventTypes(), AccountEventTypes(), PolicyEventTypes(), ConfigEventTypes())
 }

@@ -547,7 +547,7 @@ func TestDecodingRefusesUnknownTypesAndMembers(t *testing.T) {
 	if _, err := DecodeEvent("nope.x", nil); !errors.Is(err, ErrUnknownEvent) {
 		t.Fatal(err)
 	}
-	if got := len(EventTypes()); got != len(allEventTypes)+5+3 { // 5 account, 3 policy event types
+	if got := len(EventTypes()); got != len(allEventTypes)+5+3+1 { // 5 account, 3 policy, 1 config event types
 		t.Fatalf("EventTypes: %d", got)
 	}
 	for _, ty := range EventTypes() {

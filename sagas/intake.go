@@ -41,6 +41,7 @@ type Intake struct {
 
 	policyQuorum int              // see SetPolicyQuorum; 0 reads as 1
 	reviewAbove  aggregate.Amount // see SetCreditReviewAbove; zero: no review
+	config       *ConfigSource    // see UseConfig; nil: the values set above
 }
 
 // NewIntake returns the application layer over repo. The ledger performs
@@ -304,7 +305,7 @@ func (in *Intake) CreditWithReview(ctx context.Context, c CreditInput) (view agg
 		return aggregate.AccountView{}, nil, false, err
 	}
 	a, events, err := in.repo.UpdateAccount(ctx, c.Account, aggregate.Credit{
-		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(), By: c.By, ReviewAbove: in.reviewAbove,
+		Account: c.Account, CreditID: c.CreditID, Amount: amount, At: in.now().UTC(), By: c.By, ReviewAbove: in.creditReviewAbove(ctx),
 	})
 	if err != nil {
 		return aggregate.AccountView{}, nil, false, err

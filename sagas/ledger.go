@@ -43,6 +43,7 @@ const LedgerConsumer = "weir-ledger"
 type Ledger struct {
 	repo       *Repo
 	dailyLimit aggregate.Amount
+	config     *ConfigSource // when set, the daily limit in force in the log
 	now        Clock
 	log        *slog.Logger
 }
@@ -195,6 +196,19 @@ func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, 
 	return l.reserve(ctx, w, pos)
 }
 
+// UseConfig makes the ledger reserve against the daily limit in force in
+// the log (read at each reservation) instead of the one it was built with.
+// Call it before the ledger runs.
+func (l *Ledger) UseConfig(cs *ConfigSource) { l.config = cs }
+
+// limit is the daily limit to reserve against now.
+func (l *Ledger) limit(ctx context.Context) aggregate.Amount {
+	if l.config == nil {
+		return l.dailyLimit
+	}
+	return l.config.DailyLimit(ctx)
+}
+
 // reserve is Reserve for a withdrawal the caller holds at pos (the intake
 // has just written it): the withdrawal is not read again unless another
 // writer moved it meanwhile. A withdrawal that already ended is not
@@ -210,7 +224,7 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos events
 	}
 	id := w.ID
 	_, _, err := l.repo.UpdateAccount(ctx, w.Account, aggregate.Reserve{
-		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.dailyLimit, At: l.now().UTC(),
+		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.limit(ctx), At: l.now().UTC(),
 	})
 	var next aggregate.Command = aggregate.RecordReservation{At: l.now().UTC()}
 	switch {

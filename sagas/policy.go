@@ -17,8 +17,36 @@ import (
 // Call it before the intake serves requests.
 func (in *Intake) SetPolicyQuorum(n int) { in.policyQuorum = max(n, 1) }
 
-// PolicyQuorum is the configured quorum (at least 1).
-func (in *Intake) PolicyQuorum() int { return max(in.policyQuorum, 1) }
+// PolicyQuorum is the configured quorum (at least 1): with UseConfig, the
+// one in force in the log as last read.
+func (in *Intake) PolicyQuorum() int {
+	if in.config != nil {
+		return max(in.config.Last().Config.PolicyQuorum, 1)
+	}
+	return max(in.policyQuorum, 1)
+}
+
+// UseConfig makes the intake take the policy quorum and the credit-review
+// threshold from the configuration in force in the log rather than from
+// SetPolicyQuorum and SetCreditReviewAbove. Call it before serving.
+func (in *Intake) UseConfig(cs *ConfigSource) { in.config = cs }
+
+// quorum is the policy quorum in force now (read from the log with
+// UseConfig).
+func (in *Intake) quorum(ctx context.Context) int {
+	if in.config != nil {
+		in.config.Current(ctx)
+	}
+	return in.PolicyQuorum()
+}
+
+// creditReviewAbove is the credit-review threshold in force now.
+func (in *Intake) creditReviewAbove(ctx context.Context) aggregate.Amount {
+	if in.config != nil {
+		return in.config.Current(ctx).Config.CreditReviewAbove
+	}
+	return in.reviewAbove
+}
 
 // PolicyChange is the outcome of proposing or approving a policy: the
 // policy in force and, while the change waits for its quorum, the open
@@ -37,7 +65,7 @@ func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by stri
 	if err := p.Validate(); err != nil {
 		return PolicyChange{}, err
 	}
-	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.PolicyQuorum(), At: in.now().UTC()})
+	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
 	if err != nil {
 		return PolicyChange{}, err
 	}
@@ -52,7 +80,7 @@ func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by stri
 // approval that completes the quorum puts it in force. The proposer cannot
 // approve (self_approval); an operator's second approval counts once.
 func (in *Intake) ApprovePolicy(ctx context.Context, version int, by string) (PolicyChange, error) {
-	s, err := in.repo.ApprovePolicy(ctx, aggregate.ApprovePolicy{Version: version, By: by, Quorum: in.PolicyQuorum(), At: in.now().UTC()})
+	s, err := in.repo.ApprovePolicy(ctx, aggregate.ApprovePolicy{Version: version, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
 	if err != nil {
 		return PolicyChange{}, err
 	}

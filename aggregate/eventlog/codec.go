@@ -15,7 +15,12 @@ const (
 	TypePolicy     = "policy"
 	// TypeWebhook holds webhook registrations (weir.evt.webhook.<id>).
 	TypeWebhook = "webhook"
+	TypeConfig  = "config"
 )
+
+// ConfigStreamID is the id of the one configuration aggregate
+// (weir.evt.config.current).
+const ConfigStreamID = "current"
 
 // PolicyStreamID is the id of the one policy aggregate.
 const PolicyStreamID = "current"
@@ -53,6 +58,11 @@ func WebhookEvents(recs []eventstore.Record) ([]aggregate.WebhookEvent, error) {
 // PolicyEvents decodes the policy stream's records into domain events.
 func PolicyEvents(recs []eventstore.Record) ([]aggregate.PolicyEvent, error) {
 	return decode(recs, aggregate.DecodePolicyEvent)
+}
+
+// ConfigEvents decodes the configuration stream's records.
+func ConfigEvents(recs []eventstore.Record) ([]aggregate.ConfigChanged, error) {
+	return decode(recs, aggregate.DecodeConfigEvent)
 }
 
 // decode decodes every record or names the first one it cannot.

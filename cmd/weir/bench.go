@@ -824,7 +824,11 @@ func (b *benchRig) run() (*benchReport, error) {
 		}
 		elapsed, busy := win.end()
 		if !r.OK || r.Events != all {
-			return 0, nil, fmt.Errorf("audit --all: ok %v, %d events (raw replay %d), %d violation(s)", r.OK, r.Events, all, len(r.Violations))
+			first := ""
+			if len(r.Violations) > 0 {
+				first = "; the first: " + r.Violations[0].Where() + ": " + r.Violations[0].What
+			}
+			return 0, nil, fmt.Errorf("audit --all: ok %v, %d events (raw replay %d), %d violation(s)%s", r.OK, r.Events, all, len(r.Violations), first)
 		}
 		return float64(r.Events) / elapsed.Seconds(), busy, nil
 	})
@@ -1006,7 +1010,7 @@ func (b *benchRig) creditAccounts(n int) error {
 					return
 				}
 				if _, _, err := b.eng.intake.Credit(b.ctx, sagas.CreditInput{
-					Account: benchAccount(i), CreditID: "bench", Amount: json.RawMessage(`"10"`),
+					Account: benchAccount(i), CreditID: "bench", Amount: json.RawMessage(`"10"`), By: "olivia", // the dev operator
 				}); err != nil {
 					errs <- err
 					next.Store(int64(n))

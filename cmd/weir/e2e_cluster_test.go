@@ -34,7 +34,7 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	// B uses A's simulated node as a real one: no dev mode there.
 	principals, custody := devFlagFiles(t)
 	b := startServe(t, append([]string{"--workers", "2", "--signing-key", keyFile, "--event-key", eventKey, "--tron-node", a.tronURL, "--tron-http", "",
-		"--principals", principals, "--custody", custody}, login...)...)
+		"--principals", principals, "--custody", custody, "--policy-quorum", "1"}, login...)...) // the same configuration as A, or B refuses to start (drift)
 	ca := httpClient{t: t, base: a.httpURL}
 	cb := httpClient{t: t, base: b.httpURL}
 

@@ -165,6 +165,21 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}
 
+	// The hot wallet's signer (its address is part of the configuration).
+	var signer tron.Signer
+	if cfg.SigningKey != "" {
+		if err := checkPrivateFile("--signing-key", cfg.SigningKey); err != nil {
+			return nil, err
+		}
+		if signer, err = tron.LoadKeySigner(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("--signing-key: %w", err)
+		}
+	} else if cfg.TronNode != "" {
+		return nil, errors.New("--tron-node needs --signing-key: the dev key is for the simulated node only")
+	} else if signer, err = tron.NewKeySigner(devSigningKey[:]); err != nil {
+		return nil, err
+	}
+
 	sealer, err := eventKey(cfg, devMode, log)
 	if err != nil {
 		return nil, err
@@ -229,10 +244,17 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, fmt.Errorf("refusing to start: %w (inspect it with `nats stream info %s`; weir never loosens it back itself)", err, e.store.StreamName())
 	}
 	e.repo = sagas.NewRepo(e.store)
+	// The configuration in force is the one in the log: these files become
+	// it on an empty log (or with --publish-config / dev mode) and are
+	// refused when they disagree with it otherwise.
+	conf, err := e.startConfig(ctx, cfg, fileConfig(principals, signer.Address(), cust, dailyLimit, reviewAbove, quorum), devMode, log)
+	if err != nil {
+		return nil, err
+	}
 	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
+	ledger.UseConfig(conf)
 	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
-	e.intake.SetPolicyQuorum(quorum)
-	e.intake.SetCreditReviewAbove(reviewAbove)
+	e.intake.UseConfig(conf)
 
 	// The policy in force: --policy becomes the next version when it says
 	// something new; with no flag the stored policy stays, and a fresh store
@@ -260,19 +282,6 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 
 	// The chain: the simulated node (also served over java-tron's HTTP
 	// API) unless --tron-node names a real one.
-	var signer tron.Signer
-	if cfg.SigningKey != "" {
-		if err := checkPrivateFile("--signing-key", cfg.SigningKey); err != nil {
-			return nil, err
-		}
-		if signer, err = tron.LoadKeySigner(cfg.SigningKey); err != nil {
-			return nil, fmt.Errorf("--signing-key: %w", err)
-		}
-	} else if cfg.TronNode != "" {
-		return nil, errors.New("--tron-node needs --signing-key: the dev key is for the simulated node only")
-	} else if signer, err = tron.NewKeySigner(devSigningKey[:]); err != nil {
-		return nil, err
-	}
 	if cfg.TronNode == "" && (cfg.TronSolidityNode != "" || cfg.TronAPIKey != "") {
 		return nil, errors.New("--tron-solidity-node and --tron-api-key need --tron-node (the simulated node takes neither)")
 	}
@@ -351,7 +360,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, err
 	}
 	for i := range cfg.Workers {
-		if err := e.startWorker(ctx, i, cfg.Inflight, connect, signer, cust, approverRole(principals), log); err != nil {
+		if err := e.startWorker(ctx, i, cfg.Inflight, connect, signer, conf, log); err != nil {
 			return nil, err
 		}
 	}
@@ -548,22 +557,9 @@ func checkpointName(cfg serveConfig) string {
 	return string(clean)
 }
 
-// approverRole reports, from the principals in force, whether a principal
-// holds the approver role: the workers' re-check before signing does not
-// count approvals by principals who no longer do.
-func approverRole(ps *api.Principals) func(string) bool {
-	approvers := map[string]bool{}
-	for _, p := range ps.All() {
-		if p.Has(api.RoleApprover) {
-			approvers[p.Name] = true
-		}
-	}
-	return func(name string) bool { return approvers[name] }
-}
-
 // startWorker starts broadcast worker i on its own NATS connection (and so
 // its own store handle), as a separate process would have.
-func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(string) (*nats.Conn, error), signer tron.Signer, cust custody, approver func(string) bool, log *slog.Logger) error {
+func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(string) (*nats.Conn, error), signer tron.Signer, conf *sagas.ConfigSource, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d-w%d", host, os.Getpid(), i+1)
 	nc, err := connect("weir-worker-" + id)
@@ -579,12 +575,12 @@ func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(
 	}
 	w, err := sagas.NewWorker(sagas.WorkerConfig{
 		ID: id, Repo: sagas.NewRepo(store), Node: e.node, Signer: signer,
-		Custody: cust.lookup, Work: e.projector, Inflight: inflight,
+		Custody: conf.Custody, Work: e.projector, Inflight: inflight,
 		// Woken by the projector when a withdrawal becomes ready (in any
 		// process: each follows the whole log); the poll is the fallback
 		// for what nobody announces: lapsed leases, a moving chain.
 		PollInterval: time.Second,
-		Approver:     approver, Logger: log, FeeLimit: e.feeLimit,
+		Approver:     conf.Approver, Logger: log, FeeLimit: e.feeLimit,
 	})
 	if err != nil {
 		return err

@@ -98,6 +98,16 @@ var threatTable = []attack{
 			t.Fatal(err)
 		}
 	}},
+	{name: "forge a configuration (nats pub weir.evt.config.current: mallory an approver)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		msg := nats.NewMsg("weir.evt.config.current")
+		msg.Data = []byte(`{"version":99,"config":{"principals":[{"name":"mallory","roles":["approver","operator"]}],"hot_wallets":[],"custody":[],"daily_limit":"0","credit_review_above":"0","policy_quorum":1},"by":"weir-serve","at":"2026-01-01T00:00:00Z"}`)
+		msg.Header.Set("Weir-Event-Type", "config.changed")
+		msg.Header.Set("Weir-Schema", "1")
+		msg.Header.Set("Nats-Msg-Id", "01JFORGEDCONFIGFORGEDCONFIG")
+		if err := nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+	}},
 	{name: "forge a notification (nats pub weir.notify…)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "weir.notify.withdrawal.dev.confirmed", `{"type":"withdrawal.state_changed"}`)
 	}},

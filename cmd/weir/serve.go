@@ -53,7 +53,10 @@ type serveConfig struct {
 	// WebhookAllowPrivate lets webhooks target loopback, private and
 	// link-local addresses (a receiver on this host or network).
 	WebhookAllowPrivate bool
-	LogLevel            string
+	// PublishConfig makes this process's files the configuration in force
+	// when they disagree with the log (dev mode always does).
+	PublishConfig bool
+	LogLevel      string
 	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
 	MaxConns        int
 	MaxConnsPerAddr int
@@ -111,6 +114,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty with the embedded store: a key generated in --data")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, private and link-local addresses (checked at registration and on every connection); off: such URLs are refused with 422 invalid_url")
+	fs.BoolVar(&c.PublishConfig, "publish-config", false, "publish this process's principals (names and roles, never tokens), hot wallet, custody and limits as the configuration in force when they differ from the one in the log (without it such a start is refused; dev mode and an empty log publish anyway)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
 	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")

@@ -36,6 +36,7 @@ func (a *auditor) auditAccount(id string, recs []eventstore.Record) accountAudit
 		}
 		events = append(events, e)
 		index = append(index, i)
+		a.checkAccountAuthority(id, r, e)
 	}
 	aa.Account = aggregate.ReplayAccount(events, func(i int, err error) {
 		r := recs[index[i]]
@@ -49,6 +50,42 @@ func (a *auditor) auditAccount(id string, recs []eventstore.Record) accountAudit
 		a.add(Finding{Severity: Violation, Check: "account", Account: id, What: err.Error()})
 	}
 	return aa
+}
+
+// checkAccountAuthority judges an account event against the configuration
+// in force at its position in the log: operator credits by an operator
+// (weir itself funds the dev account), a second operator for a credit
+// above the review threshold, and a reservation under the daily limit in
+// force — never the limit the event records about itself.
+func (a *auditor) checkAccountAuthority(id string, r eventstore.Record, e aggregate.AccountEvent) {
+	bad := func(format string, args ...any) {
+		a.add(Finding{Severity: Violation, Check: "authority", Account: id, Version: r.AggregateVersion, Sequence: r.Sequence, Event: r.Type, What: fmt.Sprintf(format, args...)})
+	}
+	actor := func(by, what string, system bool) {
+		if msg, ok := a.configs.checkActor(r.Sequence, by, what, "", system, aggregate.RoleOperator); !ok {
+			bad("%s", msg)
+		}
+	}
+	switch ev := e.(type) {
+	case aggregate.AccountCredited:
+		if ev.WithdrawalID != "" {
+			return // an internal transfer: weir's own settlement, judged with its withdrawal
+		}
+		actor(ev.By, "credit "+ev.CreditID, true)
+		if ev.ApprovedBy != "" {
+			actor(ev.ApprovedBy, "review of credit "+ev.CreditID, false)
+		} else if cv, ok := a.configs.inForceAt(r.Sequence); ok && ev.By != aggregate.SystemActor {
+			if limit := cv.State.Config.CreditReviewAbove; limit.Sign() > 0 && ev.Amount.Cmp(limit) > 0 {
+				bad("credit %s of %s without a second operator, above credit_review_above %s in %s", ev.CreditID, ev.Amount, limit, cv.label())
+			}
+		}
+	case aggregate.AccountCreditRequested:
+		actor(ev.By, "credit "+ev.CreditID, false)
+	case aggregate.AccountReserved:
+		if msg, ok := a.configs.checkDailyLimit(r, ev.DailyLimit); !ok {
+			a.add(Finding{Severity: Violation, Check: "account", Account: id, Version: r.AggregateVersion, Sequence: r.Sequence, Event: r.Type, What: msg})
+		}
+	}
 }
 
 // checkReservation (safe to call concurrently; accounts are only read):

@@ -73,6 +73,7 @@ func (o *Options) defaults() {
 // auditor accumulates the findings that belong to no one withdrawal.
 type auditor struct {
 	policies policyHistory
+	configs  configHistory
 	now      time.Time
 	grace    time.Duration
 	findings []Finding
@@ -98,6 +99,18 @@ func (a *auditor) finish(r *Report, start time.Time) {
 	r.Elapsed = time.Since(start).Round(time.Millisecond).String()
 }
 
+// newAuditor folds what was in force — the configuration stream, then the
+// policy stream judged against it — from one cut of the log.
+func newAuditor(c *logCut, opts Options) *auditor {
+	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
+	a.configs = buildConfigHistory(c.config, a.add)
+	if !a.configs.known() {
+		a.add(Finding{Severity: Note, Check: "config", What: "the log records no configuration (written before weir recorded it): approvers, operators, the hot wallet and the daily limit are judged from the events alone, as before"})
+	}
+	a.policies = buildPolicyHistory(c.policy, a.configs, a.add)
+	return a
+}
+
 // All audits the whole log as of now: one ordered pass over the stream (a
 // consistent prefix of it), every withdrawal, every account, the
 // cross-checks between them, and the chain. The error is only for a log
@@ -109,8 +122,7 @@ func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(c.policy, a.add)
+	a := newAuditor(c, opts)
 	report := &Report{Scope: "all", StreamSequence: c.end, States: map[string]int{}, Events: c.events}
 	for _, k := range sortedKeys(c.faults) {
 		if k.Type != eventlog.TypeWithdrawal || len(c.byW[k.ID]) == 0 {
@@ -199,15 +211,15 @@ func Withdrawal(ctx context.Context, store *eventstore.Store, id string, opts Op
 	if len(recs) == 0 && len(faults) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, canon)
 	}
-	a := &auditor{now: opts.Now(), grace: opts.SettleGrace}
-	a.policies = buildPolicyHistory(c.policy, a.add)
+	a := newAuditor(c, opts)
 	a.findings = append(a.findings, c.faultsOf(eventlog.TypePolicy, eventlog.PolicyStreamID)...)
+	a.findings = append(a.findings, c.faultsOf(eventlog.TypeConfig, eventlog.ConfigStreamID)...)
 	report := &Report{Scope: "withdrawal", StreamSequence: c.end, States: map[string]int{}, Withdrawals: 1}
 	wa := a.auditWithdrawal(canon, recs)
 	wa.addChecks(faults)
 	report.Withdrawal = wa
 	report.States[string(wa.State)] = 1
-	report.Events = len(recs) + len(c.policy)
+	report.Events = len(recs) + len(c.policy) + len(c.config)
 
 	// Its accounts, and every account holding a reservation for it.
 	touched := []string{wa.w.Account, wa.w.Route.Account()}

@@ -83,8 +83,9 @@ type history struct {
 	ledger *sagas.Ledger
 	intake *sagas.Intake
 	chain  *chainFixture
-	now    time.Time // of the last command
-	payer  string    // the account request draws on ("acme")
+	now    time.Time        // of the last command
+	payer  string           // the account request draws on ("acme")
+	config aggregate.Config // published first: what is in force
 }
 
 func newHistory(t *testing.T) *history {
@@ -103,8 +104,45 @@ func newHistoryWith(t *testing.T, sealer eventstore.Sealer) *history {
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := &history{t: t, srv: srv, nc: nc, store: store, repo: repo, ledger: ledger, intake: sagas.NewIntake(repo, ledger, nil), chain: newChain(t), payer: "acme"}
+	h.config = testConfig(h.chain.signer.Address())
+	cs, _, err := repo.StartConfig(t.Context(), h.config, sagas.ConfigPublish{By: aggregate.SystemActor, Process: "audit test", At: h.at()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sagas.NewConfigSource(repo, cs, nil)
+	ledger.UseConfig(src)
+	h.intake.UseConfig(src)
 	h.credit("acme", "seed", "1000000")
 	return h
+}
+
+// setConfig publishes a changed configuration (a runtime change, as a
+// `weir serve --publish-config` makes one).
+func (h *history) setConfig(change func(*aggregate.Config)) {
+	h.t.Helper()
+	change(&h.config)
+	if _, _, err := h.repo.StartConfig(h.t.Context(), h.config, sagas.ConfigPublish{By: aggregate.SystemActor, Process: "audit test", Replace: true, At: h.at()}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// testConfig is the configuration in force in the histories: the dev
+// principals, the fixture's hot wallet, a daily limit no clean history
+// reaches.
+func testConfig(hot tron.Address) aggregate.Config {
+	return aggregate.Config{
+		Principals: []aggregate.ConfigPrincipal{
+			{Name: "alice", Roles: []string{aggregate.RoleRequester, aggregate.RoleApprover}},
+			{Name: "bob", Roles: []string{aggregate.RoleApprover}},
+			{Name: "carol", Roles: []string{aggregate.RoleApprover}},
+			{Name: "olivia", Roles: []string{aggregate.RoleOperator, aggregate.RoleRequester}},
+			{Name: "oscar", Roles: []string{aggregate.RoleOperator}},
+		},
+		HotWallets:   []string{hot.String()},
+		Custody:      []aggregate.CustodyEntry{{Address: "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC", Account: "treasury"}},
+		DailyLimit:   aggregate.MustParseAmount(aggregate.USDT, "10000000"),
+		PolicyQuorum: 1,
+	}
 }
 
 // at is the time of the next command (the wall clock, as the intake's;
@@ -120,7 +158,7 @@ func (h *history) at() time.Time {
 
 func (h *history) credit(account, creditID, amount string) {
 	h.t.Helper()
-	if _, _, err := h.intake.Credit(h.t.Context(), sagas.CreditInput{Account: account, CreditID: creditID, Amount: json.RawMessage(`"` + amount + `"`)}); err != nil {
+	if _, _, err := h.intake.Credit(h.t.Context(), sagas.CreditInput{Account: account, CreditID: creditID, Amount: json.RawMessage(`"` + amount + `"`), By: "olivia"}); err != nil {
 		h.t.Fatal(err)
 	}
 }

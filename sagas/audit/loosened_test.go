@@ -50,7 +50,7 @@ func TestAuditNamesALoosenedPolicyAppliedToAQueuedWithdrawal(t *testing.T) {
 // the proposer is the proposer again (what one operator alone could forge).
 func TestAuditJudgesPolicyChangesByQuorum(t *testing.T) {
 	h := newHistory(t)
-	h.intake.SetPolicyQuorum(2)
+	h.setConfig(func(c *aggregate.Config) { c.PolicyQuorum = 2 })
 	strict, err := aggregate.NewPolicy("two for all", []aggregate.Rule{{Name: "two", Threshold: aggregate.Amount{}, Approvers: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestAuditJudgesPolicyChangesByQuorum(t *testing.T) {
 	if err != nil || ch.Proposal == nil {
 		t.Fatal(ch, err)
 	}
-	if _, err := h.intake.ApprovePolicy(t.Context(), ch.Proposal.Policy.Version, "bob"); err != nil {
+	if _, err := h.intake.ApprovePolicy(t.Context(), ch.Proposal.Policy.Version, "oscar"); err != nil {
 		t.Fatal(err)
 	}
 	if rep := h.all(true); rep.Policy.Version != 1 {
@@ -92,7 +92,7 @@ func TestAuditJudgesPolicyChangesByQuorum(t *testing.T) {
 // maximum.
 func TestAuditNamesCreditsWithoutASecondOperatorOrPastTheMaximum(t *testing.T) {
 	h := newHistory(t)
-	h.intake.SetCreditReviewAbove(aggregate.MustParseAmount(aggregate.USDT, "10000"))
+	h.setConfig(func(c *aggregate.Config) { c.CreditReviewAbove = aggregate.MustParseAmount(aggregate.USDT, "10000") })
 	if _, pending, _, err := h.intake.CreditWithReview(t.Context(), sagas.CreditInput{Account: "ops", CreditID: "big", Amount: json.RawMessage(`"50000"`), By: "olivia"}); err != nil || pending == nil {
 		t.Fatalf("credit above review: %v %v", pending, err)
 	}

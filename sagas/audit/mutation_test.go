@@ -24,12 +24,13 @@ import (
 // a wrong back-pointer or version needs a writer bypassing the store), and
 // the audit must name each one where it is.
 //
-// Not here yet, because the log does not hold what they need (issue 17
-// item 1: principals and roles, the hot wallet and the limits in force as
-// configuration events): an approval by someone who is no principal, a
-// policy set by a non-operator, an envelope whose owner is not the hot
-// wallet, a signature by another key, a reservation recording a daily
-// limit other than the one in force.
+// Authority comes from the configuration in force in the log (issue 17
+// item 1; the histories publish one first): an approval by someone who is
+// no principal, a credit, cancel or decline by someone without the role,
+// an envelope whose owner is not the hot wallet, a signature by another
+// key and a reservation recording a daily limit other than the one in
+// force are named here; a policy set by a non-operator in
+// TestAuditNamesPolicyMutations.
 
 // mutated is where the audit must name a mutation: a violation of check
 // on the withdrawal or account given, at the event version or stream
@@ -75,6 +76,61 @@ var mutations = []struct {
 		h.approve(id, "bob")    // v3
 		h.forge(id, aggregate.Approved{Approval: aggregate.Approval{By: "alice", At: h.at(), Rule: "four-eyes", PolicyVersion: h.policy().Version}, RequiredApprovals: 2, At: h.now})
 		return mutated{check: "approval", withdrawal: id, version: 4, what: "(self-approval)"}
+	}},
+	{"approval by someone who is no principal", func(t *testing.T, h *history) mutated {
+		id := h.request("10") // single: one approval
+		h.forge(id, aggregate.Approved{Approval: aggregate.Approval{By: "mallory", At: h.at(), Rule: "single", PolicyVersion: h.policy().Version}, RequiredApprovals: 1, At: h.now})
+		return mutated{check: "authority", withdrawal: id, version: 3, what: `approval by "mallory", who is no principal`}
+	}},
+	{"approval by a principal without the approver role", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		h.forge(id, aggregate.Approved{Approval: aggregate.Approval{By: "olivia", At: h.at(), Rule: "single", PolicyVersion: h.policy().Version}, RequiredApprovals: 1, At: h.now})
+		return mutated{check: "authority", withdrawal: id, version: 3, what: "approval by olivia, whose roles"}
+	}},
+	{"cancel of another's withdrawal by a non-operator", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		h.forge(id, aggregate.Rejected{Reason: aggregate.ReasonCancelled, By: "bob", At: h.at()})
+		return mutated{check: "authority", withdrawal: id, version: 3, what: "cancel of another's withdrawal by bob"}
+	}},
+	{"decline by a non-approver", func(t *testing.T, h *history) mutated {
+		id := h.request("10")
+		h.forge(id, aggregate.Rejected{Reason: aggregate.ReasonDeclined, By: "olivia", Detail: "no", At: h.at()})
+		return mutated{check: "authority", withdrawal: id, version: 3, what: "decline by olivia"}
+	}},
+	{"credit by a non-operator", func(t *testing.T, h *history) mutated {
+		h.forgeAccount("m-credit-bob", aggregate.AccountCredited{Account: "m-credit-bob", CreditID: "c1", Amount: aggregate.MustParseAmount(aggregate.USDT, "99"), By: "bob", At: h.at()})
+		return mutated{check: "authority", account: "m-credit-bob", version: 1, what: "credit c1 by bob"}
+	}},
+	{"envelope owned by another address, signed by it", func(t *testing.T, h *history) mutated {
+		id := h.ready("10")
+		hot := h.chain.signer
+		h.chain.signer = otherSigner(t)
+		env, tenv := h.chain.envelope(t, h.withdrawal(id))
+		tx, err := tron.SignEnvelope(t.Context(), h.chain.signer, tenv)
+		h.chain.signer = hot
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.forge(id, aggregate.EnvelopeBuilt{Attempt: 1, Envelope: env, PolicyVersion: h.policy().Version, At: h.at()}, // v5
+			aggregate.Signed{TxID: env.TxID, Signature: hex.EncodeToString(tx.Signature), At: h.at()}) // v6
+		return mutated{check: "envelope", withdrawal: id, version: 5, what: "not a hot wallet in configuration v1"}
+	}},
+	{"signature by another key on a hot-wallet envelope", func(t *testing.T, h *history) mutated {
+		id := h.ready("10")
+		_, env := h.build(id, h.policy()) // v5
+		sig, err := otherSigner(t).Sign(t.Context(), env.TxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.forge(id, aggregate.Signed{TxID: env.TxIDHex(), Signature: hex.EncodeToString(sig), At: h.at()}) // v6
+		return mutated{check: "signature", withdrawal: id, version: 6, what: "signed by " + otherSigner(t).Address().String() + ", not a hot wallet"}
+	}},
+	{"reservation under a daily limit other than the one in force", func(t *testing.T, h *history) mutated {
+		h.credit("m-limit", "seed", "100")
+		at := h.at()
+		h.forgeAccount("m-limit", aggregate.AccountReserved{Account: "m-limit", WithdrawalID: uuid.NewString(), Amount: aggregate.MustParseAmount(aggregate.USDT, "50"),
+			Day: at.Format("2006-01-02"), DailyLimit: aggregate.Amount{}, At: at})
+		return mutated{check: "account", account: "m-limit", version: 2, what: `reserved under daily_limit "0", but configuration v1`}
 	}},
 	{"duplicate approver", func(t *testing.T, h *history) mutated {
 		id := h.request("2500")
@@ -317,6 +373,16 @@ var mutations = []struct {
 	}},
 }
 
+// otherSigner is a key that is not the hot wallet.
+func otherSigner(t *testing.T) *tron.KeySigner {
+	key := sha256.Sum256([]byte("mallory's key"))
+	s, err := tron.NewKeySigner(key[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestAuditNamesEveryMutation: every illegal event above, appended to one
 // log among clean withdrawals, is named by `audit --all` where it is, and
 // by `audit ID` for its withdrawal; the clean withdrawals are not blamed.
@@ -389,6 +455,9 @@ func TestAuditNamesPolicyMutations(t *testing.T) {
 	}
 	skipped := appendPolicy(aggregate.PolicyChanged{Version: 3, Name: "skips two", Rules: strict.Rules, By: "olivia", At: h.at()})
 	invalid := appendPolicy(aggregate.PolicyChanged{Version: 4, Name: "nobody approves", Rules: []aggregate.Rule{{Name: "none", Threshold: aggregate.Amount{}, Approvers: 0}}, By: "olivia", At: h.at()})
+	loose := []aggregate.Rule{{Name: "one", Threshold: aggregate.Amount{}, Approvers: 1}}
+	byMallory := appendPolicy(aggregate.PolicyChanged{Version: 5, Name: "looser", Rules: loose, By: "mallory", At: h.at()})
+	byApprover := appendPolicy(aggregate.PolicyChanged{Version: 6, Name: "looser still", Rules: loose, By: "bob", At: h.at()})
 	rep, err := audit.All(t.Context(), h.store, audit.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -396,6 +465,8 @@ func TestAuditNamesPolicyMutations(t *testing.T) {
 	for _, want := range []mutated{
 		{check: "policy", seq: skipped, what: "version 3 follows version 1"},
 		{check: "policy", seq: invalid, what: "policy stream"},
+		{check: "policy", seq: byMallory, what: `version 5 by "mallory", who is no principal`},
+		{check: "policy", seq: byApprover, what: "version 6 by bob, whose roles [approver]"},
 	} {
 		if !slices.ContainsFunc(rep.Violations, want.matches) {
 			t.Errorf("not named: %+v\n%s", want, findingsText(rep.Violations))

@@ -36,7 +36,7 @@ type policyHistory struct {
 // quorum that its proposal and approvals do not bear out; each
 // valid-looking version still enters the history so that the withdrawals
 // can be judged against what was stored.
-func buildPolicyHistory(recs []eventstore.Record, report func(Finding)) policyHistory {
+func buildPolicyHistory(recs []eventstore.Record, configs configHistory, report func(Finding)) policyHistory {
 	h := policyHistory{versions: []policyVersion{{Policy: aggregate.DefaultPolicy()}}}
 	var s aggregate.PolicyState
 	for i, r := range recs {
@@ -53,12 +53,19 @@ func buildPolicyHistory(recs []eventstore.Record, report func(Finding)) policyHi
 			bad("event %d (%s): %v", r.AggregateVersion, r.Type, err)
 			continue
 		}
+		operator := func(by, what string, system bool) {
+			if msg, ok := configs.checkActor(r.Sequence, by, what, "", system, aggregate.RoleOperator); !ok {
+				bad("%s", msg)
+			}
+		}
 		switch ev := e.(type) {
 		case aggregate.PolicyProposed:
+			operator(ev.By, fmt.Sprintf("proposal v%d", ev.Version), false)
 			if ev.Version != max(s.Policy.Version, s.LastVersion)+1 {
 				bad("proposal v%d follows version %d", ev.Version, max(s.Policy.Version, s.LastVersion))
 			}
 		case aggregate.PolicyProposalApproved:
+			operator(ev.By, fmt.Sprintf("approval of proposal v%d", ev.Version), false)
 			switch {
 			case s.Pending == nil || s.Pending.Policy.Version != ev.Version:
 				bad("%s approves v%d, which is not the open proposal", ev.By, ev.Version)
@@ -66,6 +73,12 @@ func buildPolicyHistory(recs []eventstore.Record, report func(Finding)) policyHi
 				bad("%s approves v%d a second time (the proposer counts as one)", ev.By, ev.Version)
 			}
 		case aggregate.PolicyChanged:
+			// weir-serve sets the --policy file at start (quorum 1, no
+			// approvers); everyone else is an operator.
+			operator(ev.By, fmt.Sprintf("version %d", ev.Version), ev.Quorum <= 1 && len(ev.ApprovedBy) == 0)
+			for _, by := range ev.ApprovedBy {
+				operator(by, fmt.Sprintf("approval of version %d", ev.Version), false)
+			}
 			switch {
 			case ev.Version <= s.Policy.Version:
 				bad("version %d follows version %d", ev.Version, s.Policy.Version)

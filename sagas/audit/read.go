@@ -17,6 +17,7 @@ type logCut struct {
 	byW     map[string][]eventstore.Record
 	byA     map[string][]eventstore.Record
 	policy  []eventstore.Record
+	config  []eventstore.Record
 	foreign []eventstore.Record
 	// faults are the events the store could not hand over (tag, headers,
 	// type, schema) and the broken back-pointers, by aggregate key ("" for
@@ -37,7 +38,7 @@ type txidOwner struct {
 
 // readLog reads the log once, in stream order, up to its last sequence as
 // of the call. With focus "" it keeps every stream; with a withdrawal id it
-// keeps that withdrawal's stream, the policy, every account stream, and
+// keeps that withdrawal's stream, the policy and configuration, every account stream, and
 // only the txids of the other withdrawals. An event the store cannot decode
 // or verify, and an event whose back-pointer is not its stream's previous
 // event, become findings; the read goes on. The error is for a log that
@@ -86,6 +87,12 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 		case eventlog.TypePolicy:
 			if r.Key.ID == eventlog.PolicyStreamID {
 				c.policy = append(c.policy, r)
+			} else {
+				c.foreign = append(c.foreign, r)
+			}
+		case eventlog.TypeConfig:
+			if r.Key.ID == eventlog.ConfigStreamID {
+				c.config = append(c.config, r)
 			} else {
 				c.foreign = append(c.foreign, r)
 			}

@@ -203,6 +203,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		add("rule", ev.Rule)
 		add("required", ev.RequiredApprovals)
 		add("policy_version", ev.PolicyVersion)
+		if msg, ok := a.configs.checkActor(rec.Sequence, ev.RequestedBy, "requested", ev.Account, false, aggregate.RoleRequester); !ok {
+			report(Violation, "authority", "%s", msg)
+		}
 		pv, ok := a.policies.version(ev.PolicyVersion)
 		switch {
 		case !ok:
@@ -242,6 +245,7 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		if ev.Detail != "" {
 			add("detail", ev.Detail)
 		}
+		a.checkEnding(w, ev, rec, report)
 	case aggregate.FundsReserved:
 		add("account", ev.Account)
 		add("amount", ev.Amount)
@@ -284,6 +288,7 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		}
 		if owner, ok := checkEnvelope(w, ev.Envelope, report); ok {
 			add("owner", owner)
+			a.checkOwner(rec, owner, report)
 		}
 		wa.txids = append(wa.txids, txidRecord{TxID: ev.Envelope.TxID, Version: rec.AggregateVersion, Role: "current"})
 	case aggregate.Signed:
@@ -293,6 +298,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		}
 		if signer, ok := checkSignature(w, ev, report); ok {
 			add("signer", signer)
+			if msg, ok := a.configs.checkHotWallet(rec.Sequence, signer, "signed by"); !ok {
+				report(Violation, "signature", "%s", msg)
+			}
 		}
 	case aggregate.Broadcasting:
 		add("txid", ev.TxID)
@@ -325,7 +333,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		if ev.Envelope.Expiration <= ed.SolidBlockTime {
 			report(Violation, "envelope", "the new envelope expires at %s, already past at the proof's chain time %s", fmtMs(ev.Envelope.Expiration), fmtMs(ed.SolidBlockTime))
 		}
-		checkEnvelope(w, ev.Envelope, report)
+		if owner, ok := checkEnvelope(w, ev.Envelope, report); ok {
+			a.checkOwner(rec, owner, report)
+		}
 		if p := a.policies.inForceAt(rec.Sequence); wa.authSeq > 0 && p.Policy.Required(w.Amount) > w.DistinctApprovals() {
 			report(Warning, "policy_then", "re-signed while policy %s requires %d approvals (%d given); the payment was authorised earlier and a rebuild replaces it, it is not a new one",
 				p.label(), p.Policy.Required(w.Amount), w.DistinctApprovals())
@@ -372,6 +382,9 @@ func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, r
 	if ap.By == w.RequestedBy {
 		report(Violation, "approval", "approval by %s, who requested the withdrawal (self-approval)", ap.By)
 	}
+	if msg, ok := a.configs.checkActor(rec.Sequence, ap.By, "approval", w.Account, false, aggregate.RoleApprover); !ok {
+		report(Violation, "authority", "%s", msg)
+	}
 	if w.HasApproval(ap.By) {
 		report(Violation, "approval", "a second approval by %s: approvers must be distinct", ap.By)
 	}
@@ -408,6 +421,35 @@ func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, r
 		}
 	}
 	return d
+}
+
+// checkEnding judges who ended a withdrawal against the configuration in
+// force: a cancel by its requester or an operator, a decline by an
+// approver who may act on its account. Refusals weir decides itself
+// (insufficient funds, daily limit) name no one.
+func (a *auditor) checkEnding(w aggregate.Withdrawal, ev aggregate.Rejected, rec eventstore.Record, report reportFunc) {
+	var msg string
+	ok := true
+	switch ev.Reason {
+	case aggregate.ReasonCancelled:
+		if ev.By != "" && ev.By == w.RequestedBy {
+			msg, ok = a.configs.checkActor(rec.Sequence, ev.By, "cancel", "", false, aggregate.RoleRequester, aggregate.RoleApprover, aggregate.RoleOperator, aggregate.RoleAuditor)
+		} else {
+			msg, ok = a.configs.checkActor(rec.Sequence, ev.By, "cancel of another's withdrawal", "", false, aggregate.RoleOperator)
+		}
+	case aggregate.ReasonDeclined:
+		msg, ok = a.configs.checkActor(rec.Sequence, ev.By, "decline", w.Account, false, aggregate.RoleApprover)
+	}
+	if !ok {
+		report(Violation, "authority", "%s", msg)
+	}
+}
+
+// checkOwner: the envelope is paid from a hot wallet in force.
+func (a *auditor) checkOwner(rec eventstore.Record, owner string, report reportFunc) {
+	if msg, ok := a.configs.checkHotWallet(rec.Sequence, owner, "an envelope owned by"); !ok {
+		report(Violation, "envelope", "%s", msg)
+	}
 }
 
 // checkAuthorisation judges the moment money is committed to move (the

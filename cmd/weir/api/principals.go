@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/weir-payouts/weir/aggregate"
 )
 
 // Role is what a principal may do. Reads need any authenticated principal.
@@ -43,16 +45,10 @@ type Principal struct {
 }
 
 // MayAct reports whether p may act on and read account.
+// The rule is the one the audit judges the log by
+// (aggregate.ConfigPrincipal.MayAct).
 func (p Principal) MayAct(account string) bool {
-	if len(p.Accounts) == 0 {
-		return true
-	}
-	for _, pat := range p.Accounts {
-		if ok, _ := path.Match(pat, account); ok {
-			return true
-		}
-	}
-	return false
+	return aggregate.ConfigPrincipal{Accounts: p.Accounts}.MayAct(account)
 }
 
 // Scoped reports whether p is limited to some accounts.
