@@ -347,14 +347,22 @@ func (a *httpAPI) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if a.cfg.Health != nil {
-		if err := a.cfg.Health(ctx); err != nil {
+		err := a.cfg.Health(ctx)
+		if errors.Is(err, sagas.ErrIntegrityViolation) {
+			// Serving correctly (the forged events are quarantined), but
+			// the log holds events nobody with the key wrote: an operator
+			// must look now. Not a 503: the log is append-only, so the
+			// forgery stays forever, and a load balancer dropping a weir
+			// that serves correctly would turn a contained forgery into an
+			// outage. Alert on weir_integrity_violations_total.
+			body.Status = HealthDegraded
+			body.Degraded = append(body.Degraded, err.Error())
+			body.Error = &ErrorDetail{Code: sagas.CodeIntegrityViolation, Message: err.Error()}
+			err = nil
+		}
+		if err != nil {
 			body.Status = HealthUnavailable
 			body.Error = &ErrorDetail{Code: CodeUnavailable, Message: err.Error()}
-			if errors.Is(err, sagas.ErrIntegrityViolation) {
-				// Serving, but the log holds events nobody with the key
-				// wrote: an operator must look now.
-				body.Status, body.Error.Code = HealthDegraded, sagas.CodeIntegrityViolation
-			}
 			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
@@ -363,8 +371,9 @@ func (a *httpAPI) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /healthz statuses: ok 200; degraded 200 when weir works and
-// Degraded lists what needs an eye, or 503 with an integrity_violation
-// error (quarantined events); unavailable 503 (error says what is down).
+// Degraded lists what needs an eye (with an integrity_violation error while
+// the log holds quarantined events); unavailable 503 (error says what is
+// down).
 const (
 	HealthOK          = "ok"
 	HealthDegraded    = "degraded"
