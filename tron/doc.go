@@ -22,6 +22,13 @@
 //     so that absence can be shown over blocks a backend really has
 //     (ErrBlockNotSolid when it has not), never by one lookup's "unknown".
 //
+//   - Knowing the hot wallet and the chain (WalletReader, ChainReader):
+//     token balance, TRX, energy and bandwidth, the energy a transfer would
+//     use, the chain's prices, the genesis block, and the transfers solid
+//     blocks hold. SimNode charges energy, bandwidth and the memo fee as
+//     mainnet does (sim_wallet.go names its figures), so failed receipts
+//     and drained wallets can be tested.
+//
 //   - Observed: one wrapper that watches every Node call (per-worker counts,
 //     before/after hooks) for the demo, the bench and tests.
 //
