@@ -124,7 +124,23 @@ func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "audit", out, "OK")
 	// weir's own user is restricted too (its subjects, its inbox prefix,
-	// replies by allow_responses): everything it runs is still healthy.
+	// replies by allow_responses): a withdrawal reaches the history stream
+	// and everything weir runs is still healthy.
+	code, out, errOut = runWeir(t, "request", "--nats-url", url, "--nats-user", "producer", "--nats-password", refProducerPassword,
+		"--token", "dev-alice-token", "--id", "5e0b7c1a-1111-4222-8333-0000000000bb", "--account", "ref",
+		"--to", "TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY", "--amount", "1")
+	wantCode(t, code, 0, out, errOut)
+	js, _ := jetstream.New(weir)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, err := js.Stream(t.Context(), "WEIR_HISTORY")
+		if err == nil && st.CachedInfo().State.Msgs > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing reached WEIR_HISTORY under the reference config: %v", err)
+		}
+		<-time.After(20 * time.Millisecond) // the history follows the log asynchronously
+	}
 	eng.verified = cachedCheck{}
 	if code, _, body := (httpClient{t: t, base: "http://" + eng.httpAddr}).do("GET", "/healthz", "", ""); code != 200 {
 		t.Fatalf("healthz under the reference config: %d %v", code, body)
