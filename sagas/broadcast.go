@@ -169,15 +169,9 @@ func (wk *Worker) buildEnvelope(ctx context.Context, w aggregate.Withdrawal, to 
 	if seq == 0 {
 		return aggregate.Envelope{}, fmt.Errorf("build transfer for %s: no log position to keep its txid apart from equal transfers", w.ID)
 	}
-	nctx, cancel := wk.nodeCtx(ctx)
-	defer cancel()
-	head, err := wk.cfg.Node.Head(nctx)
+	head, ref, err := wk.view.tapos(ctx, wk.cfg.Node, wk.nodeCtx)
 	if err != nil {
-		return aggregate.Envelope{}, fmt.Errorf("head: %w", err)
-	}
-	ref, err := wk.cfg.Node.RefBlock(nctx)
-	if err != nil {
-		return aggregate.Envelope{}, fmt.Errorf("reference block: %w", err)
+		return aggregate.Envelope{}, err
 	}
 	built, err := tron.BuildTransfer(tron.TransferParams{
 		Owner:      wk.cfg.Signer.Address(),
@@ -327,7 +321,7 @@ func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Ad
 // has already passed its expiration, in which case sending is pointless
 // and only the proof of death can move it on.
 func (wk *Worker) sendFirst(ctx context.Context, f *flight) (stepResult, error) {
-	head, err := wk.head(ctx)
+	head, _, err := wk.view.tapos(ctx, wk.cfg.Node, wk.nodeCtx)
 	if err != nil {
 		return stepWait, err
 	}
@@ -353,6 +347,11 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 	}
 	if wk.crashAt(CrashAfterIntent, f.w.ID) || wk.dead.Load() {
 		return stepStop, ErrCrashed
+	}
+	if id, err := tron.ParseTxID(txid); err == nil {
+		// Watched from the block after the head read before this send:
+		// no block at or below it can hold bytes sent after.
+		wk.chain.watch(id, head.Number+1)
 	}
 	nctx, cancel := wk.nodeCtx(ctx)
 	res, sendErr := wk.cfg.Node.Broadcast(nctx, stx)

@@ -23,7 +23,12 @@
 //     destination → ledger transfer, the node is never called); re-checks
 //     approvals against the policy in force now; writes the envelope (txid
 //     and raw bytes) before signing and a broadcasting intent before every
-//     send; classifies the node's answer (accepted; hard reject → stop
+//     send (an external payout's claim, route and envelope are one event:
+//     4 appends from approved to confirmed). It drives up to Inflight
+//     withdrawals at once, each fenced by its own stream position, and
+//     confirms by following the solid blocks (watch.go: one receipts call
+//     per block for all its txids; the head and reference block read once
+//     per round); classifies the node's answer (accepted; hard reject → stop
 //     sending those bytes, and fail only once the chain-time proof below
 //     shows they can never land, since another node may still take them;
 //     ambiguous → reconcile by txid); resends the same bytes while they can

@@ -37,6 +37,40 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 // sent again, as in reconcile.
 func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 	txid := f.w.Envelope.TxID
+	if id, err := tron.ParseTxID(txid); err == nil {
+		found, wait := wk.chain.status(id)
+		if found != nil {
+			next, err := wk.settle(ctx, f, tron.TxStatus{
+				State: tron.TxIncluded, BlockNumber: found.BlockNumber, BlockTime: found.BlockTime,
+				Receipt: found.Receipt, Message: found.Message,
+			})
+			if err == nil && next == stepWait {
+				// A receipt that proves nothing: ask by txid from now on.
+				wk.chain.uncover(id)
+			}
+			return next, err
+		}
+		if wait && f.mem().seen[txid] {
+			return stepWait, nil // the block scan answers for it
+		}
+		if wait {
+			// Until it is in a block: is it still in the pool? (A pool
+			// drops transactions; a dropped one is resent.) Once in a
+			// block, the scan alone watches for it to become solid.
+			st, err := wk.lookup(ctx, txid)
+			if err != nil {
+				return stepWait, err
+			}
+			switch st.State {
+			case tron.TxIncluded:
+				f.mem().seen[txid] = true
+				return stepWait, nil
+			case tron.TxUnknown:
+				return wk.resendOrProve(ctx, f)
+			}
+			return stepWait, nil
+		}
+	}
 	solid, err := wk.solidLookup(ctx, txid)
 	if err != nil {
 		return stepWait, err

@@ -230,6 +230,22 @@ type blankReceipts struct {
 	served  int
 }
 
+// SolidTxInfosByBlockNum blanks the receipts of a block the worker scans,
+// from the same budget: the block scan is how confirmations arrive first.
+func (n *blankReceipts) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	infos, err := n.Node.SolidTxInfosByBlockNum(ctx, num)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := range infos {
+		if n.left > 0 {
+			n.left--
+			n.served++
+			infos[i].Receipt, infos[i].Message = n.receipt, ""
+		}
+	}
+	return infos, err
+}
+
 func (n *blankReceipts) SolidLookup(ctx context.Context, id [32]byte) (tron.TxStatus, error) {
 	st, err := n.Node.SolidLookup(ctx, id)
 	if err != nil || st.State != tron.TxIncluded {

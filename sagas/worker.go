@@ -178,6 +178,9 @@ type Worker struct {
 	busy   map[string]bool    // withdrawals a goroutine of this worker is driving now
 	rounds uint64
 	spread uint64 // where in the ready queue this worker starts, so workers do not all race for the same one
+
+	chain *chainWatch // the solid blocks this worker follows for its txids (watch.go)
+	view  *chainView  // head and reference block, read once per round (watch.go)
 }
 
 // flight is a withdrawal in a worker's hands: the state it decided against
@@ -189,6 +192,7 @@ type flight struct {
 	pos   eventstore.Position
 	moved int // events appended in this drive, lease renewals excluded
 	txs   *txMemory
+	chain *chainWatch
 }
 
 // txMemory is what a worker remembers about its own dealings with a
@@ -213,6 +217,10 @@ type txMemory struct {
 	// found. A worker that lost it reconciles by txid (and records the
 	// acceptance it finds), as after any crash.
 	accepted map[string]string
+	// seen: txids a lookup found pending or included since this worker's
+	// send; until then the worker asks after each of its visits (was the
+	// transaction dropped?), after it only the block scan does.
+	seen map[string]bool
 }
 
 // mem returns the flight's txid memory, making it on first use.
@@ -220,7 +228,7 @@ func (f *flight) mem() *txMemory {
 	if f.txs == nil {
 		f.txs = &txMemory{
 			sentAt: map[string]int64{}, rejected: map[string]tron.BroadcastResult{},
-			scans: map[string]*expiryScan{}, accepted: map[string]string{},
+			scans: map[string]*expiryScan{}, accepted: map[string]string{}, seen: map[string]bool{},
 		}
 	}
 	return f.txs
@@ -228,6 +236,9 @@ func (f *flight) mem() *txMemory {
 
 // forget drops what the worker remembers about its sends of txid.
 func (f *flight) forget(txid string) {
+	if id, err := tron.ParseTxID(txid); err == nil && f.chain != nil {
+		f.chain.unwatch(id)
+	}
 	if f.txs == nil {
 		return
 	}
@@ -235,6 +246,7 @@ func (f *flight) forget(txid string) {
 	delete(f.txs.rejected, txid)
 	delete(f.txs.scans, txid)
 	delete(f.txs.accepted, txid)
+	delete(f.txs.seen, txid)
 }
 
 // NewWorker validates cfg (filling defaults) and returns a worker.
@@ -251,6 +263,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		held:   map[string]*flight{},
 		busy:   map[string]bool{},
 		spread: h.Sum64(),
+		chain:  newChainWatch(),
+		view:   &chainView{},
 	}, nil
 }
 
@@ -300,6 +314,7 @@ func (wk *Worker) Run(ctx context.Context) error {
 		}
 		if look && running < wk.cfg.Inflight {
 			look = false
+			wk.follow(ctx)
 			for _, id := range wk.candidates() {
 				if running >= wk.cfg.Inflight {
 					break
@@ -318,8 +333,10 @@ func (wk *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-wk.wake:
 			look = true
+			wk.view.expire()
 		case <-t.C:
 			look = true
+			wk.view.expire()
 		case d := <-done:
 			running--
 			wk.report(ctx, d.id, d.err)
@@ -348,6 +365,8 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 		crashed    bool
 		wg         sync.WaitGroup
 	)
+	wk.view.expire()
+	wk.follow(ctx)
 	slots := make(chan struct{}, wk.cfg.Inflight)
 	for _, id := range wk.candidates() {
 		if ctx.Err() != nil || wk.dead.Load() {
@@ -378,6 +397,13 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 		return progressed, ctx.Err()
 	}
 	return progressed, nil
+}
+
+// follow advances the block scan (watch.go); a failure only delays it.
+func (wk *Worker) follow(ctx context.Context) {
+	if err := wk.chain.follow(ctx, wk.cfg.Node, wk.nodeCtx); err != nil && ctx.Err() == nil {
+		wk.log.Warn("block scan will retry", "err", err)
+	}
 }
 
 // report logs the outcome of one drive.
@@ -490,7 +516,7 @@ func (wk *Worker) driveTaken(ctx context.Context, id string) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("load withdrawal %s: %w", id, err)
 		}
-		f = &flight{w: w, pos: pos}
+		f = &flight{w: w, pos: pos, chain: wk.chain}
 	}
 	f.moved = 0
 	keep, err := wk.driveFlight(ctx, f)
@@ -502,6 +528,9 @@ func (wk *Worker) driveTaken(ctx context.Context, id string) (bool, error) {
 		// this worker remembers of its txids). If it is still ours, the
 		// next visit reloads it from the stream.
 		delete(wk.held, id)
+		for _, txid := range append(f.w.RetiredTxIDs(), f.w.TxID()) {
+			f.forget(txid)
+		}
 	}
 	wk.mu.Unlock()
 	return f.moved > 0, err

@@ -806,6 +806,11 @@ func (b *benchRig) run() (*benchReport, error) {
 	// the whole log. No target: it is bounded by secp256k1 recovery, one per
 	// signed envelope, which costs as much as replaying ~20 events.
 	b.say("whole audit")
+	// The ledger saga settles confirmed withdrawals after the series
+	// ended: wait until it is idle, or the log grows under the audit.
+	if err := b.ledgerIdle(); err != nil {
+		return nil, err
+	}
 	var all int
 	rawAll, rawAllBusy, err := b.bestOf(3, func() (float64, *float64, error) {
 		n, rate, busy, err := b.rawReplay(b.eng.store.StreamName(), "weir.evt.>")
@@ -1150,4 +1155,27 @@ func (b *benchRig) latency(first, n int) (p50, p99 float64, err error) {
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	return pct(0.50), pct(0.99), nil
+}
+
+// ledgerIdle waits until the ledger saga's consumer has nothing pending
+// (the last series' confirmations settled on the accounts).
+func (b *benchRig) ledgerIdle() error {
+	c, err := b.eng.store.EnsureConsumer(b.ctx, sagas.LedgerConsumer, "")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	for {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("ledger consumer: %w", err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return nil
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return fmt.Errorf("ledger saga still busy: %w", err)
+		}
+	}
 }
