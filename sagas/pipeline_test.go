@@ -22,6 +22,18 @@ func (r *bcRig) readyMany(label string, n int) []string {
 	return ids
 }
 
+// allTerminal holds once every one of ids is terminal.
+func (r *bcRig) allTerminal(ids []string) func() bool {
+	return func() bool {
+		for _, id := range ids {
+			if !r.load(id).Terminal() {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // A pipelined worker has node calls for different withdrawals in flight
 // at once: the node below lets no Head call through until four of them
 // are waiting together, which a worker driving one withdrawal at a time
@@ -55,14 +67,7 @@ func TestAPipelinedWorkerOverlapsNodeCallsOfDifferentWithdrawals(t *testing.T) {
 	default:
 		t.Fatal("no four node calls were ever in flight together")
 	}
-	r.until(40, func() bool {
-		for _, id := range ids {
-			if !r.load(id).Terminal() {
-				return false
-			}
-		}
-		return true
-	}, w1)
+	r.until(40, r.allTerminal(ids), w1)
 	r.allPaidOnce(ids)
 }
 
@@ -107,16 +112,8 @@ func TestAWorkerWith64InFlightCrashingMidBatchRecoversEachToOneOutcome(t *testin
 	}
 	r.clock.Advance(bcLease + time.Second)
 	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Inflight = 64 })
-	done := func() bool {
-		for _, id := range ids {
-			if !r.load(id).Terminal() {
-				return false
-			}
-		}
-		return true
-	}
 	t.Logf("crashed after %v", time.Since(start))
-	r.until(60, done, w2)
+	r.until(60, r.allTerminal(ids), w2)
 	t.Logf("all terminal after %v", time.Since(start))
 	r.allPaidOnce(ids)
 	t.Logf("checked after %v", time.Since(start))

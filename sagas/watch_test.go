@@ -30,14 +30,7 @@ func TestConfirmationFollowsTheSolidBlocksNotEachTxid(t *testing.T) {
 	infos := &countingInfos{Node: r.sim, blocks: blocks, mu: &mu}
 	r.node.Node = infos
 	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 8 })
-	r.until(60, func() bool {
-		for _, id := range ids {
-			if !r.load(id).Terminal() {
-				return false
-			}
-		}
-		return true
-	}, w1)
+	r.until(60, r.allTerminal(ids), w1)
 	r.allPaidOnce(ids)
 	mu.Lock()
 	defer mu.Unlock()

@@ -290,9 +290,10 @@ type driven struct {
 // Run drives withdrawals until ctx ends (returning nil) or a crash hook
 // kills the worker (returning ErrCrashed, once every drive in flight has
 // stopped). It keeps up to Inflight drives going: it looks for candidates
-// when notified (Notify: a withdrawal became ready), when a drive ends
-// with a free slot or after progress, and every PollInterval (leases lapse
-// and chains move without telling anyone).
+// when notified (Notify: a withdrawal became ready, a block came), when
+// drives end while candidates were waiting for a slot, and every
+// PollInterval (leases lapse and chains move without telling anyone).
+// Each look first follows the solid blocks (watch.go).
 func (wk *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(wk.cfg.PollInterval)
 	defer t.Stop()
@@ -305,6 +306,11 @@ func (wk *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	look := true
+	saturated := false // the last look found more candidates than free slots
+	finished := func(d driven) {
+		running--
+		wk.report(ctx, d.id, d.err)
+	}
 	for {
 		if wk.dead.Load() {
 			return stop(ErrCrashed)
@@ -313,10 +319,11 @@ func (wk *Worker) Run(ctx context.Context) error {
 			return stop(nil)
 		}
 		if look && running < wk.cfg.Inflight {
-			look = false
+			look, saturated = false, false
 			wk.follow(ctx)
 			for _, id := range wk.candidates() {
 				if running >= wk.cfg.Inflight {
+					saturated = true
 					break
 				}
 				if !wk.take(id) {
@@ -338,12 +345,19 @@ func (wk *Worker) Run(ctx context.Context) error {
 			look = true
 			wk.view.expire()
 		case d := <-done:
-			running--
-			wk.report(ctx, d.id, d.err)
-			// A slot is free, or the withdrawal moved and may have more to
-			// do: look again (drives that found nothing to do wait for the
-			// next tick or notification).
-			look = look || d.moved || running == wk.cfg.Inflight-1
+			finished(d)
+			for more := true; more; { // every drive that ended meanwhile: one look for all
+				select {
+				case d := <-done:
+					finished(d)
+				default:
+					more = false
+				}
+			}
+			// Candidates were left over for lack of a slot: slots are free
+			// now. Otherwise a drive that ended waits for the chain (the
+			// next notification or tick), like new work does.
+			look = look || saturated
 		}
 	}
 }
@@ -435,6 +449,8 @@ func (wk *Worker) Drive(ctx context.Context, id string) (bool, error) {
 	if !wk.take(id) {
 		return false, nil
 	}
+	wk.view.expire()
+	wk.follow(ctx)
 	return wk.driveTaken(ctx, id)
 }
 
