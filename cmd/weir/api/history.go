@@ -53,7 +53,8 @@ type StatementQuery struct {
 const scanPerItem = 20
 
 // seesAll: approvers, operators and auditors read every withdrawal and
-// statement entry; a principal that is only a requester sees its own.
+// statement entry (of the accounts they are scoped to); a principal that
+// is only a requester sees its own.
 func seesAll(p Principal) bool {
 	return p.Has(RoleApprover) || p.Has(RoleOperator) || p.Has(RoleAuditor)
 }
@@ -93,6 +94,9 @@ func (o *ops) list(ctx context.Context, p Principal, q ListQuery) (result, error
 		if err := aggregate.ValidateAccountID(q.Account); err != nil {
 			return result{}, err
 		}
+		if err := mayAct(p, q.Account); err != nil {
+			return result{}, err
+		}
 	}
 	before, err := seqCursor(q.Cursor)
 	if err != nil {
@@ -113,7 +117,7 @@ func (o *ops) list(ctx context.Context, p Principal, q ListQuery) (result, error
 		}
 		scanned++
 		lastSeen = e.Seq
-		if own && e.RequestedBy != p.Name {
+		if (own && e.RequestedBy != p.Name) || !p.MayAct(e.Account) {
 			return false, nil
 		}
 		w, err := o.intake.Withdrawal(ctx, e.ID)
@@ -123,7 +127,7 @@ func (o *ops) list(ctx context.Context, p Principal, q ListQuery) (result, error
 		if err != nil {
 			return true, fmt.Errorf("list: withdrawal %s: %w", e.ID, err)
 		}
-		if (own && w.RequestedBy != p.Name) || (q.Account != "" && w.Account != q.Account) ||
+		if (own && w.RequestedBy != p.Name) || !p.MayAct(w.Account) || (q.Account != "" && w.Account != q.Account) ||
 			(q.State != "" && string(w.State) != q.State) {
 			return false, nil
 		}
@@ -162,6 +166,9 @@ func (o *ops) statement(ctx context.Context, p Principal, q StatementQuery) (res
 	}
 	before, err := seqCursor(q.Cursor)
 	if err != nil {
+		return result{}, err
+	}
+	if err := mayAct(p, q.Account); err != nil {
 		return result{}, err
 	}
 	entries, err := o.intake.Statement(ctx, q.Account)

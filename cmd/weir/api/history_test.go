@@ -172,3 +172,23 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// A principal scoped to accounts lists and reads statements of those only.
+func TestScopedPrincipalsListAndReadStatementsOfTheirAccountsOnly(t *testing.T) {
+	e := newEnv(t)
+	e.credit(t, "acme", "seed", "100")
+	e.credit(t, "zeta", "seed", "100")
+	a, z := uuid.NewString(), uuid.NewString()
+	wantStatus(t, e.do(t, "POST", "/v1/withdrawals", tokAlice, withdrawalBody(a, "acme", "10")), http.StatusCreated)
+	wantStatus(t, e.do(t, "POST", "/v1/withdrawals", tokAlice, withdrawalBody(z, "zeta", "10")), http.StatusCreated)
+	if got := listIDs(list(t, e, tokOli, nil)); !equal(got, []string{a}) {
+		t.Fatalf("oli (acme only) lists %v", got)
+	}
+	if got := listIDs(list(t, e, tokBob, nil)); !equal(got, []string{z, a}) {
+		t.Fatalf("bob (unscoped) lists %v", got)
+	}
+	wantErr(t, e.do(t, "GET", "/v1/withdrawals?account=zeta", tokOli, nil), http.StatusForbidden, "forbidden", "account")
+	wantErr(t, e.do(t, "GET", "/v1/accounts/zeta/statement", tokOli, nil), http.StatusForbidden, "forbidden", "account")
+	wantStatus(t, e.do(t, "GET", "/v1/accounts/acme/statement", tokOli, nil), http.StatusOK)
+	natsErr(t, e.natsReq(t, "weir.cmd.account.statement", tokOli, map[string]any{"account": "zeta"}), "403", "forbidden", "account")
+}
