@@ -3,6 +3,8 @@ package tron_test
 import (
 	"context"
 	"errors"
+	"math/big"
+	"slices"
 	"testing"
 
 	"github.com/weir-payouts/weir/tron"
@@ -66,3 +68,37 @@ func TestObservedCountsEveryMethodPerWorkerAndBeforeCanRefuse(t *testing.T) {
 			len(sim.BroadcastLog()), o.Calls("offline"), o.Total(), afterErrs)
 	}
 }
+
+// The wallet and chain reads are watched like the Node methods, and pass
+// to the wrapped node only when it has them.
+func TestObservedWatchesWalletAndChainReads(t *testing.T) {
+	sim := tron.NewSimNode(tron.SimConfig{Instant: true})
+	var seen []tron.NodeMethod
+	o := &tron.Observed{Node: sim, Before: func(_ context.Context, m tron.NodeMethod) error {
+		seen = append(seen, m)
+		return nil
+	}}
+	ctx := tron.WithWorker(context.Background(), "w1")
+	a := tron.USDTContract
+	_, _ = o.TokenBalance(ctx, a, a)
+	_, _ = o.Account(ctx, a)
+	_, _ = o.EstimateTransferEnergy(ctx, a, a, a, big.NewInt(1))
+	_, _ = o.ChainPrices(ctx)
+	_, _ = o.Genesis(ctx)
+	_, _ = o.SolidBlockTransfers(ctx, 1)
+	want := []tron.NodeMethod{tron.NodeTokenBalance, tron.NodeAccount, tron.NodeEstimateTransferEnergy,
+		tron.NodeChainPrices, tron.NodeGenesis, tron.NodeSolidBlockTransfers}
+	if !slices.Equal(seen, want) || o.Calls("w1") != len(want) {
+		t.Fatalf("seen %v (%d calls), want %v", seen, o.Calls("w1"), want)
+	}
+	bare := tron.NewObserved(nodeOnly{sim})
+	if _, err := bare.Account(ctx, a); !errors.Is(err, tron.ErrNotSupported) {
+		t.Fatalf("account through a bare Node: %v, want ErrNotSupported", err)
+	}
+	if _, err := bare.Genesis(ctx); !errors.Is(err, tron.ErrNotSupported) {
+		t.Fatalf("genesis through a bare Node: %v, want ErrNotSupported", err)
+	}
+}
+
+// nodeOnly hides everything but the Node methods.
+type nodeOnly struct{ tron.Node }

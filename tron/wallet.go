@@ -104,6 +104,11 @@ type TransferCost struct {
 // TotalSun is the TRX (sun) the transfer burns.
 func (c TransferCost) TotalSun() int64 { return c.EnergyBurn + c.BandwidthSun + c.MemoSun }
 
+// TransferBandwidth is the bandwidth a USDT transfer as BuildTransfer
+// makes it uses, rounded up: its serialised size with a signature (≈ 280
+// bytes) plus the 64 bytes java-tron adds for the result.
+const TransferBandwidth = 350
+
 // CostOf says what a transaction of size bytes (TransferBandwidth for a
 // USDT transfer) using energy would burn from acct at prices: staked
 // energy first, the rest at EnergySun; free and staked bandwidth first,

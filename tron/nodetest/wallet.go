@@ -27,6 +27,7 @@ func RunWallet(t *testing.T, newHarness Factory) {
 		{"NoBandwidthAndNoTRXIsRefusedAtBroadcast", testBandwidthRefused},
 		{"GenesisIsBlockZeroAndNamesTheChain", testGenesis},
 		{"SolidBlockTransfersDecodeEachTransferWithItsReceipt", testSolidTransfers},
+		{"GatewayNonAnswerToAReadIsErrBadResponse", testWalletNonAnswer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,5 +345,35 @@ func testSolidTransfers(t *testing.T, newHarness Factory) {
 	}
 	if _, err := tron.SolidTransfersFrom(f.ctx, f.chain(), tron.USDTContract, owner, block.Number, f.h.Sim.CurrentHead().Number); !errors.Is(err, tron.ErrBlockNotSolid) {
 		t.Fatalf("range past the solid head: %v, want ErrBlockNotSolid", err)
+	}
+}
+
+func testWalletNonAnswer(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{})
+	owner := f.signer.Address()
+	f.fund(owner, 5_000_000, 100*tron.SunPerTRX)
+	solid := f.h.Sim.CurrentSolidHead().Number
+	calls := map[string]func() error{
+		"TokenBalance": func() error { _, err := f.wallet().TokenBalance(f.ctx, tron.USDTContract, owner); return err },
+		"Account":      func() error { _, err := f.wallet().Account(f.ctx, owner); return err },
+		"EstimateTransferEnergy": func() error {
+			_, err := f.wallet().EstimateTransferEnergy(f.ctx, owner, tron.USDTContract, recipient, big.NewInt(1))
+			return err
+		},
+		"ChainPrices":         func() error { _, err := f.wallet().ChainPrices(f.ctx); return err },
+		"Genesis":             func() error { _, err := f.chain().Genesis(f.ctx); return err },
+		"SolidBlockTransfers": func() error { _, err := f.chain().SolidBlockTransfers(f.ctx, solid); return err },
+	}
+	for name, call := range calls {
+		f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupNonAnswer)
+		if err := call(); !errors.Is(err, tron.ErrBadResponse) {
+			t.Errorf("%s behind a gateway's non-answer: %v, want ErrBadResponse", name, err)
+		}
+		if n := f.h.Sim.ScriptRemaining(tron.ChannelLookup); n != 0 {
+			t.Errorf("%s left %d scripted faults: one call, one fault", name, n)
+		}
+		if err := call(); err != nil {
+			t.Errorf("%s once the gateway answers: %v", name, err)
+		}
 	}
 }

@@ -104,9 +104,20 @@ func (c *Client) Account(ctx context.Context, a tron.Address) (tron.Account, err
 		}
 		out.Exists, out.BalanceSun = true, aj.Balance
 	}
-	var rj accountResourceJSON
-	if err := c.post(ctx, "/wallet/getaccountresource", addressRequest{Address: a.Hex()}, &rj); err != nil {
+	const path = "/wallet/getaccountresource"
+	data, err = c.call(ctx, path, addressRequest{Address: a.Hex()})
+	if err != nil {
 		return tron.Account{}, err
+	}
+	var rj accountResourceJSON
+	if err := json.Unmarshal(data, &rj); err != nil {
+		return tron.Account{}, fmt.Errorf("%w: %s: %w", tron.ErrBadResponse, path, err)
+	}
+	// java-tron always names the network's totals for an address it knows;
+	// an object without them (a gateway's {"statusCode":429}) is no answer,
+	// never "no resources".
+	if !isEmptyObject(data) && rj.TotalNetLimit == 0 && rj.TotalEnergyLimit == 0 {
+		return tron.Account{}, fmt.Errorf("%w: %s: not a resource message: %s", tron.ErrBadResponse, path, c.snippet(data))
 	}
 	out.FreeNetLimit, out.FreeNetUsed = rj.FreeNetLimit, rj.FreeNetUsed
 	out.NetLimit, out.NetUsed = rj.NetLimit, rj.NetUsed
