@@ -39,9 +39,10 @@ type Intake struct {
 	ledger *Ledger
 	now    Clock
 
-	policyQuorum int              // see SetPolicyQuorum; 0 reads as 1
-	reviewAbove  aggregate.Amount // see SetCreditReviewAbove; zero: no review
-	config       *ConfigSource    // see UseConfig; nil: the values set above
+	policyQuorum int                       // see SetPolicyQuorum; 0 reads as 1
+	reviewAbove  aggregate.Amount          // see SetCreditReviewAbove; zero: no review
+	config       *ConfigSource             // see UseConfig; nil: the values set above
+	blocklist    map[tron.Address]struct{} // see SetDestinationBlocklist
 }
 
 // NewIntake returns the application layer over repo. The ledger performs
@@ -120,6 +121,9 @@ func (in *Intake) requestCommand(ctx context.Context, req RequestInput) (aggrega
 	to, err := tron.ParseAddress(req.ToAddress)
 	if err != nil {
 		return cmd, &aggregate.Error{Code: aggregate.CodeInvalidAddress, Field: "to_address", Message: err.Error()}
+	}
+	if err := in.refuseDestination(ctx, to); err != nil {
+		return cmd, err
 	}
 	policy, err := in.Policy(ctx)
 	if err != nil {

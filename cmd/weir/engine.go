@@ -164,6 +164,13 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, err
 		}
 	}
+	var blocklist []tron.Address
+	if cfg.DestinationBlocklist != "" {
+		if blocklist, err = loadBlocklist(cfg.DestinationBlocklist); err != nil {
+			return nil, err
+		}
+		log.Info("destination blocklist", "file", cfg.DestinationBlocklist, "addresses", len(blocklist))
+	}
 
 	// The hot wallet's signer (its address is part of the configuration).
 	var signer tron.Signer
@@ -255,6 +262,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	ledger.UseConfig(conf)
 	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
 	e.intake.UseConfig(conf)
+	e.intake.SetDestinationBlocklist(blocklist)
 
 	// The policy in force: --policy becomes the next version when it says
 	// something new; with no flag the stored policy stays, and a fresh store

@@ -20,28 +20,30 @@ func init() {
 // serveConfig is every `weir serve` flag (CONTRACT.md), each also read from
 // WEIR_<FLAG>.
 type serveConfig struct {
-	Data              string
-	HTTP              string
-	NATSAddr          string
-	NATSURL           string
-	Replicas          int
-	Sync              string
-	Workers           int
-	Inflight          int     // withdrawals each worker drives at once
-	NodeRPS           float64 // node calls started per second, all workers together; 0: no cap
-	NodeConcurrency   int     // node calls at once, all workers together; 0: no cap
-	Principals        string
-	Policy            string
-	PolicyQuorum      int // 0: 2, or 1 in dev mode
-	Custody           string
-	TronNode          string
-	TronSolidityNode  string
-	TronAPIKey        string // never logged
-	TronHTTP          string
-	SimBlockInterval  time.Duration
-	SimSolidityLag    int
-	DailyLimit        string
-	CreditReviewAbove string // "0": no review
+	Data            string
+	HTTP            string
+	NATSAddr        string
+	NATSURL         string
+	Replicas        int
+	Sync            string
+	Workers         int
+	Inflight        int     // withdrawals each worker drives at once
+	NodeRPS         float64 // node calls started per second, all workers together; 0: no cap
+	NodeConcurrency int     // node calls at once, all workers together; 0: no cap
+	Principals      string
+	Policy          string
+	PolicyQuorum    int // 0: 2, or 1 in dev mode
+	Custody         string
+	// DestinationBlocklist is a file of addresses no withdrawal may pay.
+	DestinationBlocklist string
+	TronNode             string
+	TronSolidityNode     string
+	TronAPIKey           string // never logged
+	TronHTTP             string
+	SimBlockInterval     time.Duration
+	SimSolidityLag       int
+	DailyLimit           string
+	CreditReviewAbove    string // "0": no review
 	// FeeLimit is every envelope's fee_limit, in TRX; SimWalletUSDT and
 	// SimWalletTRX fund the hot wallet on the simulated node. Empty means
 	// the default (tests build serveConfig without the flags).
@@ -107,6 +109,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.SimBlockInterval, "sim-block-interval", time.Second, "wall time per simulated block (chain time always advances 3 s a block)")
 	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")
 	fs.StringVar(&c.CreditReviewAbove, "credit-review-above", "0", "credits above this amount wait for a second operator (weir credit approve); 0 = none")
+	fs.StringVar(&c.DestinationBlocklist, "destination-blocklist", "", "file of TRON addresses (one a line, # comments) no withdrawal may pay; refused with 422 invalid_address, like the USDT contract, the burn address and the hot wallet always are")
 	fs.StringVar(&c.FeeLimit, "fee-limit", defaultFeeLimitTRX, "most TRX one transfer may burn for energy (every envelope's fee_limit); at most 15000")
 	fs.StringVar(&c.SimWalletUSDT, "sim-wallet-usdt", defaultSimWallet, "USDT the hot wallet holds on the simulated node at start (refill: POST /sim/fund on --tron-http)")
 	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on the simulated node at start, for fees")

@@ -101,6 +101,7 @@ type envOpts struct {
 	maxInFlight int
 	logger      *slog.Logger // nil: discard (or warnings in -v)
 	degraded    func(context.Context) []string
+	intake      func(*testing.T, *sagas.Repo, *sagas.Intake) // configures the intake before serving
 }
 
 // newEnv runs the real stack: embedded NATS (memory), the event store, the
@@ -126,6 +127,9 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	repo := sagas.NewRepo(store)
 	ledger := sagas.NewLedger(repo, aggregate.Amount{}, nil, logger)
 	intake := sagas.NewIntake(repo, ledger, nil)
+	if o.intake != nil {
+		o.intake(t, repo, intake)
+	}
 	ledgerDone := make(chan struct{})
 	go func() { defer close(ledgerDone); _ = ledger.Run(ctx) }()
 
