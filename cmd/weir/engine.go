@@ -376,7 +376,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	// Transports.
 	metrics := api.NewMetrics()
 	metrics.Registry.MustRegister(e.projectionCollectors()...)
-	metrics.Registry.MustRegister(e.webhookOutcomes)
+	metrics.Registry.MustRegister(e.notifyCollectors()...)
 	metrics.Registry.MustRegister(newOpsCollector(e.projector, time.Now))
 	metrics.Registry.MustRegister(e.nodeMetrics.collectors()...)
 	limiter := api.NewRateLimiter(cfg.RateLimit, nil)

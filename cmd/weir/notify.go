@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,4 +87,27 @@ func (e *engine) startWebhooks(ctx context.Context, js jetstream.JetStream, stor
 		log.Warn("webhooks may target loopback, private and link-local addresses (--webhook-allow-private)")
 	}
 	return nil
+}
+
+// notifyCollectors: webhook outcomes, and how far the notification
+// publisher trails the log (announcements that stall are an alert).
+func (e *engine) notifyCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		e.webhookOutcomes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "weir_notify_lag_events",
+			Help: "Events in the log the notification publisher has not examined yet (-1: the log could not be read).",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			last, err := e.store.LastSequence(ctx)
+			if err != nil {
+				return -1
+			}
+			if done := e.publisher.Position().SourceSeq; done < last {
+				return float64(last - done)
+			}
+			return 0
+		}),
+	}
 }

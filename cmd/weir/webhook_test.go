@@ -164,6 +164,9 @@ func TestWebhooksOverHTTP(t *testing.T) {
 	if m := c.text("/metrics"); !strings.Contains(m, `weir_webhook_deliveries_total{outcome="delivered"} 1`) {
 		t.Fatalf("metrics:\n%s", grepLines(m, "weir_webhook"))
 	}
+	if m := c.text("/metrics"); !strings.Contains(m, "weir_notify_lag_events ") {
+		t.Fatalf("no notification lag on /metrics:\n%s", grepLines(m, "weir_notify"))
+	}
 
 	if st, _, body := c.do("DELETE", "/v1/webhooks/"+id, "dev-olivia-token", ""); st != 200 {
 		t.Fatalf("delete: %d %v", st, body)

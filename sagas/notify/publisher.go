@@ -122,7 +122,14 @@ func (p *Publisher) follow(ctx context.Context) error {
 	}
 	p.setPos(pos)
 	clear(p.cache)
-	return p.store.Subscribe(ctx, pos.SourceSeq+1, eventlog.TypeWithdrawal, func(rec eventstore.Record) error {
+	// Every aggregate type is read (the others are only passed over), so
+	// the position says how far the whole log was examined: WaitFor and
+	// the lag metric mean the log, not its withdrawal events.
+	return p.store.Subscribe(ctx, pos.SourceSeq+1, "", func(rec eventstore.Record) error {
+		if rec.Key.Type != eventlog.TypeWithdrawal {
+			p.advance(rec.Sequence)
+			return nil
+		}
 		return p.handle(ctx, rec)
 	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
 		// Never folded, so never announced; the log goes on.
