@@ -60,14 +60,19 @@ type InFlightItem struct {
 	LeaseLive  bool      `json:"lease_live"`
 
 	// Unacknowledged: a send intent is recorded with no acceptance after it
-	// (state broadcasting). The transaction may or may not be on the network;
-	// only a lookup by txid can say.
+	// (state broadcasting). The transaction may or may not be on the
+	// network. While a worker holds the lease this is the normal wait for
+	// the solid block: the worker keeps its node's answer in hand (it is no
+	// longer appended) and reconciles by txid itself when the answer was
+	// not an acceptance.
 	Unacknowledged bool `json:"unacknowledged"`
 	// LeaseLapsed: no worker holds a live lease on it, so nobody is driving it
 	// to an outcome until a worker claims it again.
 	LeaseLapsed bool `json:"lease_lapsed"`
-	// Ambiguous is Unacknowledged or LeaseLapsed: the log alone cannot say
-	// what happened on chain, and reconciliation by txid is due.
+	// Ambiguous is LeaseLapsed: nobody is driving it, the log alone cannot
+	// say what happened on chain (an unacknowledged send, a signature that
+	// may have been sent), and reconciliation by txid is due once a worker
+	// claims it.
 	Ambiguous bool `json:"ambiguous"`
 }
 
@@ -113,7 +118,7 @@ func inFlightItem(o openWithdrawal, now time.Time) InFlightItem {
 		Unacknowledged: w.State == aggregate.StateBroadcasting,
 	}
 	it.LeaseLapsed = !it.LeaseLive
-	it.Ambiguous = it.Unacknowledged || it.LeaseLapsed
+	it.Ambiguous = it.LeaseLapsed
 	return it
 }
 
