@@ -27,6 +27,13 @@
 // sagas.VerifyFailure) and every confirmation against its block; a node
 // that cannot answer leaves a note, never a violation.
 //
+// Authority comes from the configuration stream (config.go): each request,
+// approval, cancel, decline, credit and policy change is judged against
+// the principals and roles in force at its position in the log, each
+// envelope's owner and signer against the hot wallets in force, each
+// reservation's daily limit against the limit in force. A log with no
+// configuration events is judged as before, with a note.
+//
 // What it must not do: append anything (it only reads), trust a value the
 // checked event carries about itself when the log can say otherwise, read
 // the wall clock for anything but the settle grace and the report's
