@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/aggregate/eventlog"
+	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
@@ -71,5 +72,37 @@ func TestLogWithoutConfigurationIsJudgedAsBeforeWithANote(t *testing.T) {
 		return f.Check == "config" && strings.Contains(f.What, "records no configuration")
 	}) {
 		t.Fatalf("no note that the log records no configuration: %+v", rep.Notes)
+	}
+}
+
+// TestAuditNamesAConfigurationNotPublishedByWeir: a configuration version
+// whose publisher is a principal (weir serve is the only publisher) and
+// one that skips a version are named with their stream sequence.
+func TestAuditNamesAConfigurationNotPublishedByWeir(t *testing.T) {
+	h := newHistory(t)
+	k := eventstore.Key{Type: eventlog.TypeConfig, ID: eventlog.ConfigStreamID}
+	forge := func(e aggregate.ConfigChanged) uint64 {
+		t.Helper()
+		_, pos, err := h.store.Load(t.Context(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos, err = h.store.Append(t.Context(), k, pos, eventstore.Event{Type: e.EventType(), Data: e}); err != nil {
+			t.Fatal(err)
+		}
+		return pos.Sequence
+	}
+	cfg := h.config
+	cfg.Principals = append(slices.Clone(cfg.Principals), aggregate.ConfigPrincipal{Name: "mallory", Roles: []string{aggregate.RoleOperator}})
+	byMallory := forge(aggregate.ConfigChanged{Version: 2, Config: cfg, By: "mallory", At: h.at()})
+	skipped := forge(aggregate.ConfigChanged{Version: 4, Config: h.config, By: aggregate.SystemActor, At: h.at()})
+	rep := h.all(false)
+	for _, want := range []mutated{
+		{check: "config", seq: byMallory, what: `version 2 published by "mallory"`},
+		{check: "config", seq: skipped, what: "version 4 follows version 2"},
+	} {
+		if !slices.ContainsFunc(rep.Violations, want.matches) {
+			t.Errorf("not named: %+v\n%s", want, findingsText(rep.Violations))
+		}
 	}
 }

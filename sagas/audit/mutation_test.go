@@ -458,6 +458,8 @@ func TestAuditNamesPolicyMutations(t *testing.T) {
 	loose := []aggregate.Rule{{Name: "one", Threshold: aggregate.Amount{}, Approvers: 1}}
 	byMallory := appendPolicy(aggregate.PolicyChanged{Version: 5, Name: "looser", Rules: loose, By: "mallory", At: h.at()})
 	byApprover := appendPolicy(aggregate.PolicyChanged{Version: 6, Name: "looser still", Rules: loose, By: "bob", At: h.at()})
+	h.setConfig(func(c *aggregate.Config) { c.PolicyQuorum = 2 })
+	alone := appendPolicy(aggregate.PolicyChanged{Version: 7, Name: "one operator alone", Rules: loose, By: "olivia", At: h.at()})
 	rep, err := audit.All(t.Context(), h.store, audit.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -467,6 +469,7 @@ func TestAuditNamesPolicyMutations(t *testing.T) {
 		{check: "policy", seq: invalid, what: "policy stream"},
 		{check: "policy", seq: byMallory, what: `version 5 by "mallory", who is no principal`},
 		{check: "policy", seq: byApprover, what: "version 6 by bob, whose roles [approver]"},
+		{check: "policy", seq: alone, what: "version 7 came into force with 1 operator(s); policy_quorum is 2 in configuration v2"},
 	} {
 		if !slices.ContainsFunc(rep.Violations, want.matches) {
 			t.Errorf("not named: %+v\n%s", want, findingsText(rep.Violations))

@@ -79,6 +79,11 @@ func buildPolicyHistory(recs []eventstore.Record, configs configHistory, report 
 			for _, by := range ev.ApprovedBy {
 				operator(by, fmt.Sprintf("approval of version %d", ev.Version), false)
 			}
+			if cv, ok := configs.inForceAt(r.Sequence); ok && ev.By != aggregate.SystemActor {
+				if n, need := 1+len(ev.ApprovedBy), cv.State.Config.PolicyQuorum; n < need {
+					bad("version %d came into force with %d operator(s); policy_quorum is %d in %s", ev.Version, n, need, cv.label())
+				}
+			}
 			switch {
 			case ev.Version <= s.Policy.Version:
 				bad("version %d follows version %d", ev.Version, s.Policy.Version)
