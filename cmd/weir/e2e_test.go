@@ -233,7 +233,15 @@ func TestServeWalkthrough(t *testing.T) {
 	if done["txid"] == nil {
 		t.Fatalf("confirmed without txid: %v", done)
 	}
-	_, _, acct := c.do("GET", "/v1/accounts/acme", "dev-alice-token", "")
+	// The ledger saga settles after the confirmation is stored (its own
+	// consumer): wait for it rather than race it.
+	var acct map[string]any
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, _, acct = c.do("GET", "/v1/accounts/acme", "dev-alice-token", "")
+		if acct["settled"] == "1500" || time.Now().After(deadline) {
+			break
+		}
+	}
 	if acct["available"] != "3500" || acct["reserved"] != "0" || acct["settled"] != "1500" {
 		t.Fatalf("balance after payout: %v", acct)
 	}
