@@ -236,6 +236,15 @@ func update[S any, E interface{ EventType() string }](ctx context.Context, r *Re
 		var s S
 		var pos eventstore.Position
 		var err error
+		if attempt == 0 && from == nil && k.foldFrom != nil {
+			// Decide first on the snapshot this process holds, as a held
+			// state: an append is fenced by the position, so one made
+			// on a snapshot another process has overtaken conflicts and
+			// is decided again on the log; a refusal is confirmed below.
+			if snap, ok := r.snaps.get(k.typ, id); ok {
+				from = &loaded[S]{state: snap.state.(S), pos: snap.pos}
+			}
+		}
 		if attempt == 0 && from != nil {
 			s, pos = from.state, from.pos
 		} else if s, pos, err = load(ctx, r, k, id, false); err != nil {

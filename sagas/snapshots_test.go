@@ -126,3 +126,33 @@ func TestPolicyChangeByAnotherProcessIsSeenByTheNextRead(t *testing.T) {
 		t.Fatalf("after another process set the policy: %q v%d, want %q after v%d", p1.Name, p1.Version, "tighter", p0.Version)
 	}
 }
+
+// A command decided on a snapshot another process has overtaken is not
+// appended on it: the append's expectation fails, and the command is
+// decided again on the log, so nothing the other process wrote is lost.
+func TestACommandOnAnOvertakenSnapshotIsDecidedAgainOnTheLog(t *testing.T) {
+	r := newBCRig(t)
+	if _, _, err := r.repo.Account(r.ctx, bcAccount); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.newRepo().UpdateAccount(r.ctx, bcAccount, aggregate.Credit{
+		Account: bcAccount, CreditID: "elsewhere", Amount: bcUSDT("7"), At: r.clock.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := r.repo.UpdateAccount(r.ctx, bcAccount, aggregate.Credit{
+		Account: bcAccount, CreditID: "here", Amount: bcUSDT("5"), At: r.clock.Now(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _, err := r.newRepo().Account(r.ctx, bcAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bcUSDT(bcFunds).Add(bcUSDT("12"))
+	if a.Available().String() != want.String() || fresh.Available().String() != want.String() || a.Version != fresh.Version {
+		t.Fatalf("after a credit elsewhere and one here: returned %s v%d, log %s v%d, want %s",
+			a.Available(), a.Version, fresh.Available(), fresh.Version, want)
+	}
+}
