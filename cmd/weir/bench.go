@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -60,9 +61,23 @@ is built on, in the same run, on the same storage:
             recovery included) against a raw ordered replay of the whole log; no target
   latency   p50/p99 from the withdrawal.requested event to the first send, n/4
             withdrawals from 4 closed-loop clients (request, then approve), 4 workers
+  hot_account  the intake's n requests again, all on one account (its stream grows by
+            one reservation per request). Target: ≥ 80% of the intake spread over n
+            accounts
+  burst     n/8 approved withdrawals drained by one worker, with no node round trip
+            and with 100 ms on every node call (a hosted node), chain time compressed
+            (a block as soon as something was sent). Target: 100 ms ≥ 50% of 0 ms;
+            node calls per withdrawal ≤ 1.5, appends per withdrawal (approved →
+            confirmed, counted on the withdrawal streams) ≤ 4, process CPU per
+            withdrawal (weir and the embedded server) ≤ 1 ms
+  e2e_always  n/3 withdrawals drained by 2 workers on file storage with fsync on
+            every write (a second engine unless this run is --sync always), against
+            the raw fsync-always concurrent publish rate ÷ the appends one took.
+            Target: ≥ 80%
 
-Each withdrawal is on an account of its own, credited before timing starts, so no
-account stream grows with n. The default storage is file with lazy sync: the same
+--series runs only the series named (series or metric names, comma-separated) and
+those they are compared with. Apart from hot_account, each withdrawal is on an
+account of its own, credited before timing starts, so no account stream grows with n. The default storage is file with lazy sync: the same
 storage for weir and raw, where fsync on every write (--sync always, weir serve's
 default) would mostly measure the disk. The CPU column is the share of all CPUs
 this process kept busy: near 100% means the machine, not waiting, was the limit.
@@ -79,11 +94,64 @@ type benchConfig struct {
 	Keep    string
 	Profile string
 	NodeRTT time.Duration
+	// Series, when not empty, are the only series run (with those whose
+	// figures they are compared with).
+	Series map[string]bool
 }
+
+// benchSeries names each series --series can pick and the metrics it
+// reports; --series takes either.
+var benchSeries = []struct {
+	name    string
+	metrics []string
+}{
+	{"raw", []string{"raw_publish_per_s", "raw_publish_concurrent_per_s", "raw_replay_per_s"}},
+	{"intake", []string{"appends_per_request", "intake_requests_per_s", "intake_ratio_concurrent_raw"}},
+	{"hot_account", []string{"hot_account_intake_per_s"}},
+	{"e2e", []string{"e2e_1w_per_s", "e2e_2w_per_s", "e2e_4w_per_s", "e2e_cpu_ceiling_ratio"}},
+	{"e2e_rtt", []string{"e2e_rtt_1w_per_s", "e2e_rtt_2w_per_s", "e2e_rtt_4w_per_s"}},
+	{"burst", []string{"burst_rtt0_per_s", "burst_rtt100_per_s", "node_calls_per_withdrawal", "appends_per_withdrawal", "cpu_ms_per_withdrawal"}},
+	{"e2e_always", []string{"raw_publish_always_concurrent_per_s", "e2e_always_per_s"}},
+	{"latency", []string{"latency_p50_ms", "latency_p99_ms"}},
+	{"audit", []string{"raw_replay_events_per_s", "audit_replay_events_per_s"}},
+	{"whole_audit", []string{"raw_replay_all_events_per_s", "audit_all_events_per_s"}},
+}
+
+// parseBenchSeries turns --series into the set of series to run, adding
+// those a chosen one is compared with (hot_account with intake, intake
+// with raw). Empty means every series.
+func parseBenchSeries(list string) (map[string]bool, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, sr := range benchSeries {
+			if name == sr.name || slices.Contains(sr.metrics, name) {
+				out[sr.name], found = true, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no series or metric named %q", name)
+		}
+	}
+	if out["hot_account"] {
+		out["intake"] = true
+	}
+	if out["intake"] {
+		out["raw"] = true
+	}
+	return out, nil
+}
+
+// runs reports whether series name is to be run.
+func (c benchConfig) runs(name string) bool { return c.Series == nil || c.Series[name] }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg benchConfig
-	fs := newFlagSet("bench", "bench [--n N] [--storage file|memory] [--sync lazy|always] [--clients C] [--json]", stderr)
+	fs := newFlagSet("bench", "bench [--n N] [--storage file|memory] [--sync lazy|always] [--clients C] [--series NAME[,NAME]] [--json]", stderr)
 	fs.IntVar(&cfg.N, "n", 2000, "withdrawal requests timed through the intake; each end-to-end run pays n/3 more, and n/4 more measure latency (the default runs in about 15 s on 2 cores)")
 	fs.StringVar(&cfg.Storage, "storage", "file", "JetStream storage for everything measured: file or memory")
 	fs.StringVar(&cfg.Sync, "sync", "lazy", "with file storage: lazy (JetStream's default flush) or always (fsync every write, weir serve's default); lazy measures weir, always mostly the disk")
@@ -92,6 +160,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Keep, "keep", "", "put the store in `DIR` (absent or empty) and keep it afterwards; default: a temporary directory, removed at the end")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	fs.DurationVar(&cfg.NodeRTT, "node-rtt", 10*time.Millisecond, "round trip added to every node call in the second end-to-end series (a real java-tron is a network call away); 0 skips that series")
+	series := fs.String("series", "", "run only these series (comma-separated series or metric names: "+benchSeriesNames()+"); default all")
 	printDefaults := fs.Usage
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchAbout+"\n")
@@ -100,7 +169,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var serr error
+	cfg.Series, serr = parseBenchSeries(*series)
 	switch {
+	case serr != nil:
+		fmt.Fprintf(stderr, "bench: --series: %v\n", serr)
+		return errUsage
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
@@ -164,6 +238,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+func benchSeriesNames() string {
+	names := make([]string, len(benchSeries))
+	for i, sr := range benchSeries {
+		names[i] = sr.name
+	}
+	return strings.Join(names, ", ")
+}
+
 // ---- the report --------------------------------------------------------
 
 // benchReport is the bench's outcome; --json prints it as is.
@@ -184,6 +266,8 @@ type benchReportConfig struct {
 	Go              string  `json:"go"`
 	RawMessages     int     `json:"raw_messages"`
 	E2EPerRun       int     `json:"e2e_withdrawals_per_run"`
+	BurstPerRun     int     `json:"burst_withdrawals_per_run,omitempty"`
+	Series          string  `json:"series,omitempty"`
 	LatencySamples  int     `json:"latency_withdrawals"`
 	WorkerPollMs    int64   `json:"worker_poll_ms"`
 	Node            string  `json:"node"`
@@ -251,6 +335,12 @@ func (m *benchMetric) compare(baseline float64, baselineLabel string, target flo
 	m.Baseline, m.BaselineLabel, m.Ratio, m.Target, m.Pass = &baseline, baselineLabel, &ratio, &target, &pass
 }
 
+// atMost sets a target the figure must not exceed (no baseline).
+func (m *benchMetric) atMost(target float64) {
+	pass := m.Value <= target
+	m.Target, m.Pass = &target, &pass
+}
+
 // against shows the figure next to a baseline, with no target.
 func (m *benchMetric) against(baseline float64, baselineLabel string) {
 	ratio := 0.0
@@ -286,6 +376,9 @@ func (r *benchReport) writeTable(w io.Writer) {
 		base, ratio, target, mark := "", "", "", ""
 		if m.Baseline != nil {
 			base = strings.TrimSpace(benchNum(*m.Baseline)+" "+m.Unit) + " (" + m.BaselineLabel + ")"
+		}
+		if m.Ratio == nil && m.Target != nil {
+			target = "≤ " + benchNum(*m.Target)
 		}
 		if m.Ratio != nil {
 			if m.Name == "e2e_4w_per_s" {
@@ -361,7 +454,12 @@ type benchRig struct {
 	wake     chan struct{}  // a broadcast happened: make a block
 	// rtt is added to every node call (nanoseconds; 0 = none), as the
 	// network between weir and a real node would.
-	rtt    atomic.Int64
+	rtt atomic.Int64
+	// nodeCalls counts every call made to the node.
+	nodeCalls atomic.Int64
+	dir       string
+	// next is the next unused withdrawal index (benchOpID, benchAccount).
+	next   int
 	signer tron.Signer
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -398,7 +496,7 @@ func startBench(ctx context.Context, cfg benchConfig, dir string, progress io.Wr
 	if err != nil {
 		return nil, err
 	}
-	b := &benchRig{ctx: ctx, cfg: cfg, progress: progress, eng: eng, sim: eng.sim, log: log, tokens: map[string]string{}}
+	b := &benchRig{ctx: ctx, cfg: cfg, progress: progress, eng: eng, sim: eng.sim, log: log, tokens: map[string]string{}, dir: dir}
 	b.wake = make(chan struct{}, 1)
 	b.node = &tron.Observed{Node: eng.sim, Before: b.roundTrip, After: b.nudgeChain}
 	for _, p := range api.DevPrincipals().All() {
@@ -456,6 +554,7 @@ func (b *benchRig) say(format string, args ...any) {
 // roundTrip waits the configured round trip before a node call, as a
 // network call would (tron.Observed's Before hook).
 func (b *benchRig) roundTrip(ctx context.Context, _ tron.NodeMethod) error {
+	b.nodeCalls.Add(1)
 	d := time.Duration(b.rtt.Load())
 	if d <= 0 {
 		return nil
@@ -551,8 +650,15 @@ func benchAccount(i int) string { return fmt.Sprintf("bench-%06d", i) }
 var benchAddress = demoAddress("bench")
 
 func (b *benchRig) request(c *api.Client, i int) error {
+	return b.requestOn(c, i, benchAccount(i))
+}
+
+// benchHotAccount is the one account of the hot-account series.
+const benchHotAccount = "bench-hot"
+
+func (b *benchRig) requestOn(c *api.Client, i int, account string) error {
 	_, err := c.As(b.tokens["alice"]).Request(b.ctx, api.WithdrawalRequest{
-		OperationID: benchOpID(i), Account: benchAccount(i), ToAddress: benchAddress,
+		OperationID: benchOpID(i), Account: account, ToAddress: benchAddress,
 		Amount: "1.25", Asset: aggregate.USDT.Code,
 	})
 	return err
@@ -630,10 +736,21 @@ func (b *benchRig) startWorkers(n int) (stop func() error, err error) {
 // waitForEvents follows the log from fromSeq until every id in ids has an
 // event of type typ, and returns when the last one was seen.
 func (b *benchRig) waitForEvents(ctx context.Context, fromSeq uint64, typ string, ids map[string]bool) (time.Time, error) {
+	last, _, err := b.countEvents(ctx, fromSeq, typ, ids)
+	return last, err
+}
+
+// countEvents is waitForEvents also counting every event of the ids it
+// saw on the way (the appends they took from fromSeq on).
+func (b *benchRig) countEvents(ctx context.Context, fromSeq uint64, typ string, ids map[string]bool) (time.Time, int, error) {
 	seen := map[string]bool{}
 	var last time.Time
+	events := 0
 	errDone := errors.New("done")
 	err := b.eng.store.Subscribe(ctx, fromSeq, eventlog.TypeWithdrawal, func(r eventstore.Record) error {
+		if ids[r.Key.ID] {
+			events++
+		}
 		if r.Type == typ && ids[r.Key.ID] && !seen[r.Key.ID] {
 			seen[r.Key.ID] = true
 			if len(seen) == len(ids) {
@@ -644,9 +761,9 @@ func (b *benchRig) waitForEvents(ctx context.Context, fromSeq uint64, typ string
 		return nil
 	})
 	if errors.Is(err, errDone) {
-		return last, nil
+		return last, events, nil
 	}
-	return last, fmt.Errorf("waiting for %s: %d of %d seen: %w", typ, len(seen), len(ids), err)
+	return last, events, fmt.Errorf("waiting for %s: %d of %d seen: %w", typ, len(seen), len(ids), err)
 }
 
 // ---- the run ---------------------------------------------------------------
@@ -656,6 +773,7 @@ func (b *benchRig) run() (*benchReport, error) {
 	cfg := b.cfg
 	perRun := cfg.N / 3
 	latencyN := max(cfg.N/4, 8)
+	burstN := max(cfg.N/8, 4)
 	rawN := 3 * cfg.N
 	rep := &benchReport{Config: benchReportConfig{
 		N: cfg.N, Storage: cfg.Storage, Sync: cfg.Sync, Clients: cfg.Clients,
@@ -663,105 +781,146 @@ func (b *benchRig) run() (*benchReport, error) {
 		RawMessages: rawN, E2EPerRun: perRun, LatencySamples: latencyN,
 		WorkerPollMs: benchPollInterval.Milliseconds(), Node: "simulated, instant (included and solid in the next block)",
 	}}
+	if cfg.runs("burst") {
+		rep.Config.BurstPerRun = burstN
+	}
+	if cfg.Series != nil {
+		var names []string
+		for _, sr := range benchSeries {
+			if cfg.Series[sr.name] {
+				names = append(names, sr.name)
+			}
+		}
+		rep.Config.Series = strings.Join(names, ",")
+	}
 	if load, ok := benchLoadAverage(); ok {
 		rep.Config.LoadAverage = &load
 	}
 
 	// (a) raw JetStream.
-	b.say("raw publish-with-expectation: %d messages, 1 publisher", rawN)
-	raw1, busy, err := b.rawPublish("one", rawN, 1)
-	if err != nil {
-		return nil, err
-	}
-	rep.add("raw_publish_per_s", "raw publish-with-expectation, 1 publisher", raw1, "msg/s", busy)
-	b.say("raw publish-with-expectation: %d messages, %d publishers", rawN, cfg.Clients)
-	rawC, busy, err := b.rawPublish("many", rawN, cfg.Clients)
-	if err != nil {
-		return nil, err
-	}
-	rep.add("raw_publish_concurrent_per_s", fmt.Sprintf("raw publish-with-expectation, %d publishers", cfg.Clients), rawC, "msg/s", busy)
-	rawReplay, busy, err := b.bestOf(3, func() (float64, *float64, error) {
-		_, rate, busy, err := b.rawReplay(benchRawStream, "weirbench.one.*")
-		return rate, busy, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	rep.add("raw_replay_per_s", fmt.Sprintf("raw ordered replay, %d messages", rawN), rawReplay, "msg/s", busy)
-
-	// Accounts: one per withdrawal, so no account stream grows with n.
-	rttN := 0 // withdrawals per run of the node-round-trip series
-	if cfg.NodeRTT > 0 {
-		rttN = min(perRun, 48)
-	}
-	total := cfg.N + 3*perRun + latencyN + 3*rttN
-	b.say("crediting %d accounts (not timed)", total)
-	if err := b.creditAccounts(total); err != nil {
-		return nil, err
+	var raw1, rawC float64
+	if cfg.runs("raw") {
+		b.say("raw publish-with-expectation: %d messages, 1 publisher", rawN)
+		var busy *float64
+		var err error
+		if raw1, busy, err = b.rawPublish("one", rawN, 1); err != nil {
+			return nil, err
+		}
+		rep.add("raw_publish_per_s", "raw publish-with-expectation, 1 publisher", raw1, "msg/s", busy)
+		b.say("raw publish-with-expectation: %d messages, %d publishers", rawN, cfg.Clients)
+		if rawC, busy, err = b.rawPublish("many", rawN, cfg.Clients); err != nil {
+			return nil, err
+		}
+		rep.add("raw_publish_concurrent_per_s", fmt.Sprintf("raw publish-with-expectation, %d publishers", cfg.Clients), rawC, "msg/s", busy)
+		rawReplay, busy, err := b.bestOf(3, func() (float64, *float64, error) {
+			_, rate, busy, err := b.rawReplay(benchRawStream, "weirbench.one.*")
+			return rate, busy, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		rep.add("raw_replay_per_s", fmt.Sprintf("raw ordered replay, %d messages", rawN), rawReplay, "msg/s", busy)
 	}
 
-	// (b) intake.
-	b.say("intake: %d requests over NATS, %d clients", cfg.N, cfg.Clients)
-	before, err := b.eng.store.LastSequence(b.ctx)
-	if err != nil {
-		return nil, err
+	// (b) intake, each withdrawal on an account of its own, so no
+	// account stream grows with n.
+	var intake float64
+	if cfg.runs("intake") {
+		lo, err := b.take(cfg.N)
+		if err != nil {
+			return nil, err
+		}
+		b.say("intake: %d requests over NATS, %d clients", cfg.N, cfg.Clients)
+		before, err := b.eng.store.LastSequence(b.ctx)
+		if err != nil {
+			return nil, err
+		}
+		win := benchStart()
+		if err := b.clients(cfg.Clients, cfg.N, func(c *api.Client, i int) error { return b.request(c, lo+i) }); err != nil {
+			return nil, err
+		}
+		elapsed, busy := win.end()
+		intake = float64(cfg.N) / elapsed.Seconds()
+		after, err := b.eng.store.LastSequence(b.ctx)
+		if err != nil {
+			return nil, err
+		}
+		appends := float64(after-before) / float64(cfg.N)
+		rep.add("appends_per_request", "appends per request (measured on the stream)", appends, "", nil)
+		rep.add("intake_requests_per_s", fmt.Sprintf("intake over NATS, %d clients", cfg.Clients), intake, "req/s", busy).
+			compare(raw1/appends, fmt.Sprintf("raw, 1 publisher ÷ %.2f", appends), 0.5)
+		rep.add("intake_ratio_concurrent_raw", fmt.Sprintf("intake ÷ (raw, %d publishers ÷ appends)", cfg.Clients), intake/(rawC/appends), "", nil)
 	}
-	win := benchStart()
-	if err := b.clients(cfg.Clients, cfg.N, b.request); err != nil {
-		return nil, err
+
+	// (b') the same number of requests, all on one account: its stream
+	// grows by a reservation per request, which must not slow the next.
+	if cfg.runs("hot_account") {
+		lo := b.next
+		b.next += cfg.N
+		if _, _, err := b.eng.intake.Credit(b.ctx, sagas.CreditInput{
+			Account: benchHotAccount, CreditID: "bench", Amount: json.RawMessage(strconv.Quote(strconv.Itoa(10 * cfg.N))), By: "olivia",
+		}); err != nil {
+			return nil, err
+		}
+		b.say("hot account: %d requests over NATS on one account, %d clients", cfg.N, cfg.Clients)
+		win := benchStart()
+		if err := b.clients(cfg.Clients, cfg.N, func(c *api.Client, i int) error {
+			return b.requestOn(c, lo+i, benchHotAccount)
+		}); err != nil {
+			return nil, err
+		}
+		elapsed, busy := win.end()
+		rep.add("hot_account_intake_per_s", fmt.Sprintf("intake over NATS, one account, %d clients", cfg.Clients), float64(cfg.N)/elapsed.Seconds(), "req/s", busy).
+			compare(intake, fmt.Sprintf("intake over %d accounts", cfg.N), 0.8)
 	}
-	elapsed, busy := win.end()
-	intake := float64(cfg.N) / elapsed.Seconds()
-	after, err := b.eng.store.LastSequence(b.ctx)
-	if err != nil {
-		return nil, err
-	}
-	appends := float64(after-before) / float64(cfg.N)
-	rep.add("appends_per_request", "appends per request (measured on the stream)", appends, "", nil)
-	rep.add("intake_requests_per_s", fmt.Sprintf("intake over NATS, %d clients", cfg.Clients), intake, "req/s", busy).
-		compare(raw1/appends, fmt.Sprintf("raw, 1 publisher ÷ %.2f", appends), 0.5)
-	rep.add("intake_ratio_concurrent_raw", fmt.Sprintf("intake ÷ (raw, %d publishers ÷ appends)", cfg.Clients), intake/(rawC/appends), "", nil)
 
 	// (c) end to end, 1, 2 and 4 workers, each on a fresh batch of n/3
 	// (requested and approved before the clock starts). The intake's
 	// withdrawals stay requested throughout, so every run sees the same
 	// amount of open state in the read models.
-	oneBusy := 0.0
-	for k, workers := range []int{1, 2, 4} {
-		lo, hi := cfg.N+k*perRun, cfg.N+(k+1)*perRun
-		b.say("end to end: %d withdrawals, %d worker(s)", hi-lo, workers)
-		rate, busy, err := b.endToEnd(lo, hi, workers)
-		if err != nil {
-			return nil, err
+	if cfg.runs("e2e") {
+		oneBusy := 0.0
+		for _, workers := range []int{1, 2, 4} {
+			lo, err := b.take(perRun)
+			if err != nil {
+				return nil, err
+			}
+			b.say("end to end: %d withdrawals, %d worker(s)", perRun, workers)
+			d, err := b.endToEnd(lo, lo+perRun, workers)
+			if err != nil {
+				return nil, err
+			}
+			m := rep.add(fmt.Sprintf("e2e_%dw_per_s", workers), fmt.Sprintf("end to end to confirmed, %d worker(s)", workers), d.rate, "withdrawals/s", d.busy)
+			if workers == 1 && d.busy != nil && *d.busy > 0 {
+				oneBusy = *d.busy
+			}
+			if workers == 4 {
+				m.compare(rep.metric("e2e_1w_per_s"), "1 worker", 2.5)
+			}
 		}
-		m := rep.add(fmt.Sprintf("e2e_%dw_per_s", workers), fmt.Sprintf("end to end to confirmed, %d worker(s)", workers), rate, "withdrawals/s", busy)
-		if workers == 1 && busy != nil && *busy > 0 {
-			oneBusy = *busy
+		if oneBusy > 0 {
+			// More workers can only use the CPU one worker left idle.
+			rep.add("e2e_cpu_ceiling_ratio", "CPU ceiling of 4w ÷ 1w here (1 ÷ CPU share of 1 worker)", 1/oneBusy, "×", nil)
 		}
-		if workers == 4 {
-			m.compare(rep.metric("e2e_1w_per_s"), "1 worker", 2.5)
-		}
-	}
-	if oneBusy > 0 {
-		// More workers can only use the CPU one worker left idle.
-		rep.add("e2e_cpu_ceiling_ratio", "CPU ceiling of 4w ÷ 1w here (1 ÷ CPU share of 1 worker)", 1/oneBusy, "×", nil)
 	}
 
 	// (c') the same with a network round trip on every node call, as
 	// against a real java-tron: workers then spend their time waiting,
 	// not computing, and show whether they scale without a shared
 	// bottleneck (the claim protocol, the store, the read models).
-	if rttN > 0 {
+	if rttN := min(perRun, 48); cfg.NodeRTT > 0 && cfg.runs("e2e_rtt") {
 		b.rtt.Store(int64(cfg.NodeRTT))
-		base := cfg.N + 3*perRun + latencyN
-		for k, workers := range []int{1, 2, 4} {
-			lo, hi := base+k*rttN, base+(k+1)*rttN
-			b.say("end to end with a %v node round trip: %d withdrawals, %d worker(s)", cfg.NodeRTT, hi-lo, workers)
-			rate, busy, err := b.endToEnd(lo, hi, workers)
+		for _, workers := range []int{1, 2, 4} {
+			lo, err := b.take(rttN)
 			if err != nil {
 				return nil, err
 			}
-			m := rep.add(fmt.Sprintf("e2e_rtt_%dw_per_s", workers), fmt.Sprintf("end to end, %v node round trip, %d worker(s)", cfg.NodeRTT, workers), rate, "withdrawals/s", busy)
+			b.say("end to end with a %v node round trip: %d withdrawals, %d worker(s)", cfg.NodeRTT, rttN, workers)
+			d, err := b.endToEnd(lo, lo+rttN, workers)
+			if err != nil {
+				return nil, err
+			}
+			m := rep.add(fmt.Sprintf("e2e_rtt_%dw_per_s", workers), fmt.Sprintf("end to end, %v node round trip, %d worker(s)", cfg.NodeRTT, workers), d.rate, "withdrawals/s", d.busy)
 			if workers == 4 {
 				m.compare(rep.metric("e2e_rtt_1w_per_s"), "1 worker, same round trip", 2.5)
 			}
@@ -769,42 +928,113 @@ func (b *benchRig) run() (*benchReport, error) {
 		b.rtt.Store(0)
 	}
 
+	// (f) a burst of approved withdrawals drained by one worker, with no
+	// node round trip and with 100 ms (a hosted node), chain time
+	// compressed (a block as soon as something was sent).
+	if cfg.runs("burst") {
+		var at0 benchDrain
+		for _, rtt := range []time.Duration{0, 100 * time.Millisecond} {
+			lo, err := b.take(burstN)
+			if err != nil {
+				return nil, err
+			}
+			b.say("burst: %d approved withdrawals, 1 worker, %v node round trip", burstN, rtt)
+			b.rtt.Store(int64(rtt))
+			d, err := b.endToEnd(lo, lo+burstN, 1)
+			b.rtt.Store(0)
+			if err != nil {
+				return nil, err
+			}
+			if rtt == 0 {
+				at0 = d
+				rep.add("burst_rtt0_per_s", fmt.Sprintf("burst of %d drained, 1 worker, no node round trip", burstN), d.rate, "withdrawals/s", d.busy)
+				continue
+			}
+			rep.add("burst_rtt100_per_s", fmt.Sprintf("burst of %d drained, 1 worker, 100 ms node round trip", burstN), d.rate, "withdrawals/s", d.busy).
+				compare(at0.rate, "the same burst, no round trip", 0.5)
+			rep.add("node_calls_per_withdrawal", "node calls per confirmed withdrawal (burst, 100 ms)", d.nodeCalls, "", nil).atMost(1.5)
+		}
+		rep.add("appends_per_withdrawal", "appends per withdrawal, approved → confirmed (burst)", at0.appends, "", nil).atMost(4)
+		if at0.cpuMs > 0 {
+			rep.add("cpu_ms_per_withdrawal", "process CPU per confirmed withdrawal (burst, no round trip)", at0.cpuMs, "ms", nil).atMost(1)
+		}
+	}
+
+	// (g) end to end at --sync always (on a second engine when this run
+	// is not already file storage with fsync always), against the raw
+	// fsync-always concurrent publish rate ÷ the appends it takes.
+	if cfg.runs("e2e_always") {
+		if err := b.e2eAlways(rep, perRun); err != nil {
+			return nil, err
+		}
+	}
+
 	// (e) latency under a steady trickle.
-	b.say("latency: %d withdrawals, 4 clients (request, approve), 4 workers", latencyN)
-	p50, p99, err := b.latency(cfg.N+3*perRun, latencyN)
-	if err != nil {
-		return nil, err
+	var p50, p99 float64
+	if cfg.runs("latency") {
+		lo, err := b.take(latencyN)
+		if err != nil {
+			return nil, err
+		}
+		b.say("latency: %d withdrawals, 4 clients (request, approve), 4 workers", latencyN)
+		if p50, p99, err = b.latency(lo, latencyN); err != nil {
+			return nil, err
+		}
 	}
 
 	// (d) audit replay against a raw replay of the same messages.
-	b.say("audit replay")
-	filter := "weir.evt." + eventlog.TypeWithdrawal + ".*"
-	var events int
-	rawSame, rawBusy, err := b.bestOf(3, func() (float64, *float64, error) {
-		n, rate, busy, err := b.rawReplay(b.eng.store.StreamName(), filter)
-		events = n
-		return rate, busy, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	replayed, busy, err := b.bestOf(3, func() (float64, *float64, error) {
-		n, rate, busy, err := b.auditReplay()
-		if err == nil && n != events {
-			err = fmt.Errorf("audit replay read %d events, the raw replay %d", n, events)
+	if cfg.runs("audit") {
+		b.say("audit replay")
+		filter := "weir.evt." + eventlog.TypeWithdrawal + ".*"
+		var events int
+		rawSame, rawBusy, err := b.bestOf(3, func() (float64, *float64, error) {
+			n, rate, busy, err := b.rawReplay(b.eng.store.StreamName(), filter)
+			events = n
+			return rate, busy, err
+		})
+		if err != nil {
+			return nil, err
 		}
-		return rate, busy, err
-	})
-	if err != nil {
-		return nil, err
+		replayed, busy, err := b.bestOf(3, func() (float64, *float64, error) {
+			n, rate, busy, err := b.auditReplay()
+			if err == nil && n != events {
+				err = fmt.Errorf("audit replay read %d events, the raw replay %d", n, events)
+			}
+			return rate, busy, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		rep.add("raw_replay_events_per_s", fmt.Sprintf("raw ordered replay, the same %d events", events), rawSame, "msg/s", rawBusy)
+		rep.add("audit_replay_events_per_s", fmt.Sprintf("audit replay (ReadAll + Audit), %d events", events), replayed, "events/s", busy).
+			compare(rawSame, "raw ordered replay, same messages", 0.5)
 	}
-	rep.add("raw_replay_events_per_s", fmt.Sprintf("raw ordered replay, the same %d events", events), rawSame, "msg/s", rawBusy)
-	rep.add("audit_replay_events_per_s", fmt.Sprintf("audit replay (ReadAll + Audit), %d events", events), replayed, "events/s", busy).
-		compare(rawSame, "raw ordered replay, same messages", 0.5)
 	// (e) the whole audit (`weir audit --all` without a node: every check
 	// but the chain, signature recovery included) against a raw replay of
 	// the whole log. No target: it is bounded by secp256k1 recovery, one per
 	// signed envelope, which costs as much as replaying ~20 events.
+	if cfg.runs("whole_audit") {
+		if err := b.wholeAudit(rep); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.runs("latency") {
+		rep.add("latency_p50_ms", "request → first send, p50", p50, "ms", nil)
+		rep.add("latency_p99_ms", "request → first send, p99", p99, "ms", nil)
+	}
+	rep.Pass = true
+	for _, m := range rep.Metrics {
+		if m.Pass != nil && !*m.Pass {
+			rep.Pass = false
+		}
+	}
+	rep.Config.DurationSeconds = math.Round(time.Since(began).Seconds()*10) / 10
+	return rep, nil
+}
+
+// wholeAudit measures `weir audit --all` without a node against a raw
+// ordered replay of the whole log.
+func (b *benchRig) wholeAudit(rep *benchReport) error {
 	b.say("whole audit")
 	// The ledger saga settles confirmed withdrawals after the series
 	// ended: wait until it is idle, or the log grows under the audit.
@@ -818,7 +1048,7 @@ func (b *benchRig) run() (*benchReport, error) {
 		return rate, busy, err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	whole, wholeBusy, err := b.bestOf(3, func() (float64, *float64, error) {
 		win := benchStart()
@@ -838,22 +1068,53 @@ func (b *benchRig) run() (*benchReport, error) {
 		return float64(r.Events) / elapsed.Seconds(), busy, nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rep.add("raw_replay_all_events_per_s", fmt.Sprintf("raw ordered replay, the whole log (%d events)", all), rawAll, "msg/s", rawAllBusy)
 	rep.add("audit_all_events_per_s", fmt.Sprintf("weir audit --all without a node, %d events", all), whole, "events/s", wholeBusy).
 		against(rawAll, "raw ordered replay, whole log")
-	rep.add("latency_p50_ms", "request → first send, p50", p50, "ms", nil)
-	rep.add("latency_p99_ms", "request → first send, p99", p99, "ms", nil)
+	return nil
+}
 
-	rep.Pass = true
-	for _, m := range rep.Metrics {
-		if m.Pass != nil && !*m.Pass {
-			rep.Pass = false
+// e2eAlways drains n approved withdrawals with 2 workers on file storage
+// with fsync on every write, and compares the rate with what raw JetStream
+// allows there: its concurrent publish rate ÷ the appends one withdrawal
+// took. This run's engine is used when it already has that storage;
+// otherwise a second one is started beside it for the series.
+func (b *benchRig) e2eAlways(rep *benchReport, n int) error {
+	ab := b
+	if b.cfg.Storage != "file" || b.cfg.Sync != "always" {
+		acfg := b.cfg
+		acfg.Storage, acfg.Sync = "file", "always"
+		dir := filepath.Join(b.dir, "always")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
 		}
+		var err error
+		if ab, err = startBench(b.ctx, acfg, dir, b.progress); err != nil {
+			return fmt.Errorf("engine with --sync always: %w", err)
+		}
+		defer ab.close()
 	}
-	rep.Config.DurationSeconds = math.Round(time.Since(began).Seconds()*10) / 10
-	return rep, nil
+	rawN := 3 * b.cfg.N
+	b.say("raw publish-with-expectation, fsync always: %d messages, %d publishers", rawN, b.cfg.Clients)
+	raw, busy, err := ab.rawPublish("always", rawN, b.cfg.Clients)
+	if err != nil {
+		return err
+	}
+	rep.add("raw_publish_always_concurrent_per_s", fmt.Sprintf("raw publish-with-expectation, fsync always, %d publishers", b.cfg.Clients), raw, "msg/s", busy)
+	lo, err := ab.take(n)
+	if err != nil {
+		return err
+	}
+	b.say("end to end, fsync always: %d withdrawals, 2 workers", n)
+	d, err := ab.endToEnd(lo, lo+n, 2)
+	if err != nil {
+		return err
+	}
+	rep.add("e2e_always_per_s", "end to end to confirmed, fsync always, 2 workers", d.rate, "withdrawals/s", d.busy).
+		compare(raw/d.appends, fmt.Sprintf("raw fsync always, %d publishers ÷ %.2f appends", b.cfg.Clients, d.appends), 0.8)
+	return nil
 }
 
 // bestOf runs a short measurement n times and keeps the best rate (with
@@ -1000,8 +1261,18 @@ func (b *benchRig) auditReplay() (int, float64, *float64, error) {
 	return n, float64(n) / elapsed.Seconds(), busy, nil
 }
 
-// creditAccounts gives each bench account enough for its withdrawal.
-func (b *benchRig) creditAccounts(n int) error {
+// take reserves n fresh withdrawal indexes and credits their accounts
+// (not timed), returning the first.
+func (b *benchRig) take(n int) (int, error) {
+	lo := b.next
+	b.next += n
+	return lo, b.creditAccounts(lo, b.next)
+}
+
+// creditAccounts gives each bench account in [lo, hi) enough for its
+// withdrawal.
+func (b *benchRig) creditAccounts(lo, hi int) error {
+	n := hi - lo
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -1015,7 +1286,7 @@ func (b *benchRig) creditAccounts(n int) error {
 					return
 				}
 				if _, _, err := b.eng.intake.Credit(b.ctx, sagas.CreditInput{
-					Account: benchAccount(i), CreditID: "bench", Amount: json.RawMessage(`"10"`), By: "olivia", // the dev operator
+					Account: benchAccount(lo + i), CreditID: "bench", Amount: json.RawMessage(`"10"`), By: "olivia", // the dev operator
 				}); err != nil {
 					errs <- err
 					next.Store(int64(n))
@@ -1029,57 +1300,81 @@ func (b *benchRig) creditAccounts(n int) error {
 	return <-errs
 }
 
+// benchDrain is one timed drain of approved withdrawals by workers.
+type benchDrain struct {
+	rate float64  // confirmed withdrawals per second
+	busy *float64 // share of all CPUs kept busy
+	// cpuMs is the process CPU (weir and the embedded server) per
+	// withdrawal, in milliseconds; 0 when it cannot be read.
+	cpuMs float64
+	// nodeCalls and appends are per withdrawal: every node call made,
+	// every event appended to the withdrawals from approved to confirmed.
+	nodeCalls, appends float64
+}
+
 // endToEnd requests and approves withdrawals [lo, hi) (not timed), waits
 // until the ready queue shows them, then starts `workers` workers and times
 // until every one of them is confirmed.
-func (b *benchRig) endToEnd(lo, hi, workers int) (float64, *float64, error) {
+func (b *benchRig) endToEnd(lo, hi, workers int) (benchDrain, error) {
 	if err := b.clients(b.cfg.Clients, hi-lo, func(c *api.Client, i int) error {
 		if err := b.request(c, lo+i); err != nil {
 			return err
 		}
 		return b.approve(c, lo+i)
 	}); err != nil {
-		return 0, nil, err
+		return benchDrain{}, err
 	}
 	seq, err := b.eng.store.LastSequence(b.ctx)
 	if err != nil {
-		return 0, nil, err
+		return benchDrain{}, err
 	}
 	if err := b.eng.projector.WaitFor(b.ctx, seq); err != nil {
-		return 0, nil, err
+		return benchDrain{}, err
 	}
 	ids := map[string]bool{}
 	for i := lo; i < hi; i++ {
 		ids[benchOpID(i)] = true
 	}
 	if ready := len(b.eng.projector.Ready(time.Now())); ready != len(ids) {
-		return 0, nil, fmt.Errorf("%d withdrawals ready, want %d", ready, len(ids))
+		return benchDrain{}, fmt.Errorf("%d withdrawals ready, want %d", ready, len(ids))
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
 	defer cancel()
 	type result struct {
-		at  time.Time
-		err error
+		at      time.Time
+		appends int
+		err     error
 	}
 	done := make(chan result, 1)
 	go func() {
-		at, err := b.waitForEvents(ctx, seq+1, aggregate.EventConfirmed, ids)
-		done <- result{at, err}
+		at, n, err := b.countEvents(ctx, seq+1, aggregate.EventConfirmed, ids)
+		done <- result{at, n, err}
 	}()
+	calls := b.nodeCalls.Load()
 	win := benchStart()
 	stop, err := b.startWorkers(workers)
 	if err != nil {
-		return 0, nil, err
+		return benchDrain{}, err
 	}
 	r := <-done
 	_, busy := win.end()
+	cpu, cpuOK := benchProcessCPU()
+	calls = b.nodeCalls.Load() - calls
 	if err := stop(); err != nil {
-		return 0, nil, err
+		return benchDrain{}, err
 	}
 	if r.err != nil {
-		return 0, nil, r.err
+		return benchDrain{}, r.err
 	}
-	return float64(len(ids)) / r.at.Sub(win.wall).Seconds(), busy, nil
+	n := float64(len(ids))
+	d := benchDrain{
+		rate: n / r.at.Sub(win.wall).Seconds(), busy: busy,
+		nodeCalls: float64(calls) / n, appends: float64(r.appends) / n,
+	}
+	if cpuOK && win.cpuOK {
+		d.cpuMs = float64((cpu - win.cpu).Microseconds()) / 1000 / n
+	}
+	return d, nil
 }
 
 // latency runs 4 workers while 4 clients each request and approve

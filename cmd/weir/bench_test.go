@@ -28,12 +28,23 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 	if rep.Config.N != 12 || rep.Config.Storage != "file" || rep.Config.Sync != "lazy" || rep.Config.CPUs < 1 {
 		t.Errorf("config: %+v", rep.Config)
 	}
-	withTarget := map[string]bool{"intake_requests_per_s": true, "e2e_4w_per_s": true, "e2e_rtt_4w_per_s": true, "audit_replay_events_per_s": true}
+	withTarget := map[string]bool{
+		"intake_requests_per_s": true, "e2e_4w_per_s": true, "e2e_rtt_4w_per_s": true, "audit_replay_events_per_s": true,
+		"hot_account_intake_per_s": true, "burst_rtt100_per_s": true, "e2e_always_per_s": true,
+	}
+	// A ceiling, not a ratio: a target and a verdict, no baseline.
+	atMost := map[string]bool{"node_calls_per_withdrawal": true, "appends_per_withdrawal": true, "cpu_ms_per_withdrawal": true}
 	got := map[string]benchMetric{}
 	for _, m := range rep.Metrics {
 		got[m.Name] = m
 		if m.Value <= 0 {
 			t.Errorf("%s = %v, want > 0", m.Name, m.Value)
+		}
+		if atMost[m.Name] {
+			if m.Target == nil || m.Pass == nil || *m.Pass != (m.Value <= *m.Target) || m.Ratio != nil {
+				t.Errorf("%s: value %v target %v pass %v ratio %v", m.Name, m.Value, m.Target, m.Pass, m.Ratio)
+			}
+			continue
 		}
 		if withTarget[m.Name] != (m.Target != nil) {
 			t.Errorf("%s: target %v", m.Name, m.Target)
@@ -47,6 +58,8 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 		"intake_requests_per_s", "e2e_1w_per_s", "e2e_2w_per_s", "e2e_4w_per_s",
 		"e2e_rtt_1w_per_s", "e2e_rtt_2w_per_s", "e2e_rtt_4w_per_s",
 		"raw_replay_events_per_s", "audit_replay_events_per_s", "raw_replay_all_events_per_s", "audit_all_events_per_s", "latency_p50_ms", "latency_p99_ms",
+		"hot_account_intake_per_s", "burst_rtt0_per_s", "burst_rtt100_per_s", "node_calls_per_withdrawal",
+		"appends_per_withdrawal", "cpu_ms_per_withdrawal", "raw_publish_always_concurrent_per_s", "e2e_always_per_s",
 	} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("no %s in the report", name)
@@ -80,5 +93,33 @@ func TestBenchTable(t *testing.T) {
 	}
 	if code := runMain(ctx, []string{"bench", "--storage", "tape"}, &stdout, &stderr); code != 2 {
 		t.Errorf("--storage tape: exit %d, want 2", code)
+	}
+}
+
+// --series runs the series named (by series or metric name) and those
+// they are compared with, and nothing else; an unknown name is a usage
+// error.
+func TestBenchSeriesRunsOnlyThoseNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := runMain(ctx, []string{"bench", "--n", "9", "--clients", "3", "--storage", "memory", "--json", "--series", "hot_account_intake_per_s"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("weir bench exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range rep.Metrics {
+		names = append(names, m.Name)
+	}
+	want := []string{"raw_publish_per_s", "raw_publish_concurrent_per_s", "raw_replay_per_s",
+		"appends_per_request", "intake_requests_per_s", "intake_ratio_concurrent_raw", "hot_account_intake_per_s"}
+	if strings.Join(names, " ") != strings.Join(want, " ") || rep.Config.Series != "raw,intake,hot_account" {
+		t.Fatalf("--series hot_account_intake_per_s ran %v (series %q), want %v", names, rep.Config.Series, want)
+	}
+	if code := runMain(ctx, []string{"bench", "--series", "e2e,nonsense"}, &stdout, &stderr); code != 2 {
+		t.Errorf("--series nonsense: exit %d, want 2", code)
 	}
 }
