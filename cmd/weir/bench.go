@@ -74,6 +74,10 @@ is built on, in the same run, on the same storage:
             every write (a second engine unless this run is --sync always), against
             the raw fsync-always concurrent publish rate ÷ the appends one took.
             Target: ≥ 80%
+  scale     with --scale K only: K withdrawals paid end to end (100 accounts), then
+            the process's resident memory and Go heap (weir and the embedded server
+            are one process here), the withdrawals still held by the projector, and
+            the time to load a paid withdrawal and a busy account (cold and warm)
 
 --series runs only the series named (series or metric names, comma-separated) and
 those they are compared with. Apart from hot_account, each withdrawal is on an
@@ -94,6 +98,9 @@ type benchConfig struct {
 	Keep    string
 	Profile string
 	NodeRTT time.Duration
+	// Scale, when above 0, pays that many withdrawals and reports memory
+	// and load latency after them (series "scale", only on request).
+	Scale int
 	// Series, when not empty, are the only series run (with those whose
 	// figures they are compared with).
 	Series map[string]bool
@@ -115,6 +122,9 @@ var benchSeries = []struct {
 	{"latency", []string{"latency_p50_ms", "latency_p99_ms"}},
 	{"audit", []string{"raw_replay_events_per_s", "audit_replay_events_per_s"}},
 	{"whole_audit", []string{"raw_replay_all_events_per_s", "audit_all_events_per_s"}},
+	// Only with --scale K.
+	{"scale", []string{"scale_paid_per_s", "scale_rss_mb", "scale_heap_mb", "scale_open_withdrawals",
+		"scale_load_withdrawal_ms", "scale_load_account_cold_ms", "scale_load_account_ms"}},
 }
 
 // parseBenchSeries turns --series into the set of series to run, adding
@@ -160,6 +170,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Keep, "keep", "", "put the store in `DIR` (absent or empty) and keep it afterwards; default: a temporary directory, removed at the end")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	fs.DurationVar(&cfg.NodeRTT, "node-rtt", 10*time.Millisecond, "round trip added to every node call in the second end-to-end series (a real java-tron is a network call away); 0 skips that series")
+	fs.IntVar(&cfg.Scale, "scale", 0, "also pay `K` withdrawals (e.g. 100000) and report memory and load latency after them; long, so off unless asked (0)")
 	series := fs.String("series", "", "run only these series (comma-separated series or metric names: "+benchSeriesNames()+"); default all")
 	printDefaults := fs.Usage
 	fs.Usage = func() {
@@ -186,6 +197,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	case cfg.Sync != "lazy" && cfg.Sync != "always":
 		fmt.Fprintf(stderr, "bench: --sync must be lazy or always, not %q\n", cfg.Sync)
+		return errUsage
+	case cfg.Scale < 0:
+		fmt.Fprintln(stderr, "bench: --scale must be 0 or more")
 		return errUsage
 	case cfg.Clients < 1:
 		fmt.Fprintln(stderr, "bench: --clients must be at least 1")
@@ -459,12 +473,15 @@ type benchRig struct {
 	nodeCalls atomic.Int64
 	dir       string
 	// next is the next unused withdrawal index (benchOpID, benchAccount).
-	next   int
-	signer tron.Signer
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	tokens map[string]string
-	log    *slog.Logger
+	next int
+	// accountOf, when set, is the account withdrawal i is requested on
+	// (default benchAccount(i)).
+	accountOf func(i int) string
+	signer    tron.Signer
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	tokens    map[string]string
+	log       *slog.Logger
 
 	connsMu sync.Mutex
 	conns   []*nats.Conn
@@ -650,6 +667,9 @@ func benchAccount(i int) string { return fmt.Sprintf("bench-%06d", i) }
 var benchAddress = demoAddress("bench")
 
 func (b *benchRig) request(c *api.Client, i int) error {
+	if b.accountOf != nil {
+		return b.requestOn(c, i, b.accountOf(i))
+	}
 	return b.requestOn(c, i, benchAccount(i))
 }
 
@@ -1018,6 +1038,11 @@ func (b *benchRig) run() (*benchReport, error) {
 			return nil, err
 		}
 	}
+	if cfg.Scale > 0 && (cfg.Series == nil || cfg.Series["scale"]) {
+		if err := b.scale(rep, cfg.Scale); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.runs("latency") {
 		rep.add("latency_p50_ms", "request → first send, p50", p50, "ms", nil)
 		rep.add("latency_p99_ms", "request → first send, p99", p99, "ms", nil)
@@ -1039,7 +1064,7 @@ func (b *benchRig) wholeAudit(rep *benchReport) error {
 	// The ledger saga settles confirmed withdrawals after the series
 	// ended: wait until it is idle, or the log grows under the audit.
 	if err := b.ledgerIdle(); err != nil {
-		return nil, err
+		return err
 	}
 	var all int
 	rawAll, rawAllBusy, err := b.bestOf(3, func() (float64, *float64, error) {
@@ -1473,4 +1498,80 @@ func (b *benchRig) ledgerIdle() error {
 			return fmt.Errorf("ledger saga still busy: %w", err)
 		}
 	}
+}
+
+// ---- scale -------------------------------------------------------------------
+
+// benchScaleAccounts is how many accounts the scale series pays from: each
+// ends with scale/benchScaleAccounts reservations, all settled.
+const benchScaleAccounts = 100
+
+// scale pays n withdrawals end to end in batches (2 workers), then reports
+// the process's memory (weir and the embedded server share it here) and
+// how long loading a paid withdrawal and a busy account takes from a fresh
+// Repo (no snapshot held) and from the engine's (snapshots warm).
+func (b *benchRig) scale(rep *benchReport, n int) error {
+	const batch = 1000
+	per := n/benchScaleAccounts + 1
+	for a := range benchScaleAccounts {
+		if _, _, err := b.eng.intake.Credit(b.ctx, sagas.CreditInput{
+			Account: benchScaleAccount(a), CreditID: "bench", Amount: json.RawMessage(strconv.Quote(strconv.Itoa(2 * per))), By: "olivia",
+		}); err != nil {
+			return err
+		}
+	}
+	first := b.next
+	b.next += n
+	b.accountOf = func(i int) string { return benchScaleAccount((i - first) % benchScaleAccounts) }
+	defer func() { b.accountOf = nil }()
+	win := benchStart()
+	for lo := first; lo < first+n; lo += batch {
+		hi := min(lo+batch, first+n)
+		if _, err := b.endToEnd(lo, hi, 2); err != nil {
+			return fmt.Errorf("scale: withdrawals %d-%d: %w", lo-first, hi-first, err)
+		}
+		b.say("scale: %d of %d paid (%.0f s)", hi-first, n, time.Since(win.wall).Seconds())
+	}
+	elapsed, busy := win.end()
+	rep.add("scale_paid_per_s", fmt.Sprintf("scale: %d withdrawals paid (request, approve, drain in batches of %d)", n, batch), float64(n)/elapsed.Seconds(), "withdrawals/s", busy)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if rss, ok := benchRSS(); ok {
+		rep.add("scale_rss_mb", fmt.Sprintf("scale: resident memory after %d paid (weir and the embedded server, one process)", n), float64(rss)/(1<<20), "MiB", nil)
+	}
+	rep.add("scale_heap_mb", fmt.Sprintf("scale: Go heap in use after GC, after %d paid", n), float64(ms.HeapInuse)/(1<<20), "MiB", nil)
+	rep.add("scale_open_withdrawals", "scale: withdrawals the projector still holds in memory (ready, in flight, approvals)", float64(b.openWithdrawals()), "", nil)
+	fresh := sagas.NewRepo(b.eng.store)
+	timeIt := func(f func() error) (float64, error) {
+		t := time.Now()
+		err := f()
+		return float64(time.Since(t).Microseconds()) / 1000, err
+	}
+	wid := benchOpID(first + n - 1)
+	ms1, err := timeIt(func() error { _, _, err := fresh.Withdrawal(b.ctx, wid); return err })
+	if err != nil {
+		return err
+	}
+	rep.add("scale_load_withdrawal_ms", "scale: load one paid withdrawal", ms1, "ms", nil)
+	acct := benchScaleAccount(0)
+	cold, err := timeIt(func() error { _, _, err := fresh.Account(b.ctx, acct); return err })
+	if err != nil {
+		return err
+	}
+	rep.add("scale_load_account_cold_ms", fmt.Sprintf("scale: load an account with %d settled reservations, no snapshot held", n/benchScaleAccounts), cold, "ms", nil)
+	warm, err := timeIt(func() error { _, _, err := fresh.Account(b.ctx, acct); return err })
+	if err != nil {
+		return err
+	}
+	rep.add("scale_load_account_ms", "scale: the same account again (snapshot held)", warm, "ms", nil)
+	return nil
+}
+
+func benchScaleAccount(i int) string { return fmt.Sprintf("bench-scale-%03d", i) }
+
+// openWithdrawals counts what the projector's queues hold.
+func (b *benchRig) openWithdrawals() int {
+	p := b.eng.projector
+	return len(p.Ready(time.Now().Add(24*time.Hour))) + len(p.InFlight(time.Now())) + len(p.PendingApprovals())
 }

@@ -34,3 +34,21 @@ func benchLoadAverage() (float64, bool) {
 	v, err := strconv.ParseFloat(f[0], 64)
 	return v, err == nil
 }
+
+// benchRSS is this process's resident set size in bytes (Linux), or false.
+func benchRSS() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10, err == nil
+			}
+		}
+	}
+	return 0, false
+}

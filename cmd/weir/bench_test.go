@@ -119,6 +119,26 @@ func TestBenchSeriesRunsOnlyThoseNamed(t *testing.T) {
 	if strings.Join(names, " ") != strings.Join(want, " ") || rep.Config.Series != "raw,intake,hot_account" {
 		t.Fatalf("--series hot_account_intake_per_s ran %v (series %q), want %v", names, rep.Config.Series, want)
 	}
+	// --scale K pays K withdrawals and reports what they leave behind: no
+	// paid withdrawal is still held by the projector.
+	stdout.Reset()
+	if code := runMain(ctx, []string{"bench", "--n", "9", "--clients", "3", "--storage", "memory", "--json", "--series", "scale", "--scale", "20"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("weir bench --scale exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	rep = benchReport{}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	scale := map[string]float64{}
+	for _, m := range rep.Metrics {
+		scale[m.Name] = m.Value
+	}
+	if len(rep.Metrics) < 6 || scale["scale_paid_per_s"] <= 0 || scale["scale_heap_mb"] <= 0 || scale["scale_load_account_ms"] <= 0 {
+		t.Fatalf("--series scale --scale 20: %+v", scale)
+	}
+	if open, ok := scale["scale_open_withdrawals"]; !ok || open != 0 {
+		t.Errorf("%v paid withdrawals still held in memory, want 0", open)
+	}
 	if code := runMain(ctx, []string{"bench", "--series", "e2e,nonsense"}, &stdout, &stderr); code != 2 {
 		t.Errorf("--series nonsense: exit %d, want 2", code)
 	}
