@@ -96,6 +96,9 @@ type WorkerConfig struct {
 	// its own goroutine; node calls for different withdrawals overlap).
 	// Default DefaultInflight; 1 drives one at a time.
 	Inflight int
+	// Gate, when set, is asked before an approved withdrawal is claimed
+	// whether the hot wallet can pay for it (SendGate); nil: always.
+	Gate SendGate
 	// Crash, when set, is consulted at every crash point (tests).
 	Crash CrashHook
 	// Logger; default slog.Default().
@@ -564,6 +567,9 @@ func (wk *Worker) driveFlight(ctx context.Context, f *flight) (keep bool, err er
 		}
 		if f.w.State == aggregate.StateApproved && !f.w.Reserved {
 			return false, nil // not ready: the reservation completes first
+		}
+		if wk.paused(ctx, f.w) {
+			return false, nil // the wallet cannot pay: stays approved
 		}
 		if err := wk.holdLease(ctx, f); err != nil {
 			return false, err

@@ -27,6 +27,7 @@ import (
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
 	"github.com/weir-payouts/weir/sagas"
+	"github.com/weir-payouts/weir/sagas/hotwallet"
 	"github.com/weir-payouts/weir/sagas/notify"
 	"github.com/weir-payouts/weir/sagas/webhook"
 	"github.com/weir-payouts/weir/tron"
@@ -38,6 +39,7 @@ import (
 type engine struct {
 	log       *slog.Logger
 	feeLimit  int64                // sun, from --fee-limit
+	wallet    *hotwallet.Monitor   // the hot wallet's readings and the send gate
 	emb       *eventstore.Embedded // nil with --nats-url
 	conns     []*nats.Conn
 	store     *eventstore.Store
@@ -335,7 +337,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	log.Info("hot wallet", "address", signer.Address().String())
 	// Every call the sagas make to the node is counted and timed.
 	e.nodeMetrics = newNodeMetrics()
-	e.node = e.nodeMetrics.observe(e.node)
+	observed := e.nodeMetrics.observe(e.node)
+	e.node = observed
+	if err := e.startWalletMonitor(ctx, observed, cfg, signer.Address(), log); err != nil {
+		return nil, err
+	}
 	if cfg.NodeRPS > 0 || cfg.NodeConcurrency > 0 {
 		// One budget for every worker of this process: the node sees the
 		// process, not its workers.
@@ -379,10 +385,12 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	metrics.Registry.MustRegister(e.notifyCollectors()...)
 	metrics.Registry.MustRegister(newOpsCollector(e.projector, time.Now))
 	metrics.Registry.MustRegister(e.nodeMetrics.collectors()...)
+	metrics.Registry.MustRegister(newWalletCollector(e.wallet))
 	limiter := api.NewRateLimiter(cfg.RateLimit, nil)
 	httpHandler := api.NewHTTPHandler(api.HTTPConfig{
 		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist, Logger: log,
 		Health: e.health, Degraded: e.degraded, Metrics: metrics, Webhooks: e.webhooks, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
+		Wallet: e.wallet,
 	})
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
@@ -589,6 +597,7 @@ func (e *engine) startWorker(ctx context.Context, i, inflight int, connect func(
 		// for what nobody announces: lapsed leases, a moving chain.
 		PollInterval: time.Second,
 		Approver:     conf.Approver, Logger: log, FeeLimit: e.feeLimit,
+		Gate: e.wallet, // sending pauses while the hot wallet cannot pay
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/sagas/hotwallet"
 )
 
 func init() {
@@ -50,8 +51,13 @@ type serveConfig struct {
 	FeeLimit      string
 	SimWalletUSDT string
 	SimWalletTRX  string
-	SigningKey    string
-	EventKey      string // file; the key itself is never logged
+	// WalletLowUSDT and WalletLowTRX are the hot wallet's low marks
+	// (empty: none); WalletInterval how often it is read (0: default).
+	WalletLowUSDT  string
+	WalletLowTRX   string
+	WalletInterval time.Duration
+	SigningKey     string
+	EventKey       string // file; the key itself is never logged
 	// WebhookAllowPrivate lets webhooks target loopback, private and
 	// link-local addresses (a receiver on this host or network).
 	WebhookAllowPrivate bool
@@ -110,6 +116,9 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.SimSolidityLag, "sim-solidity-lag", 19, "blocks until a block is solid on the simulated node")
 	fs.StringVar(&c.CreditReviewAbove, "credit-review-above", "0", "credits above this amount wait for a second operator (weir credit approve); 0 = none")
 	fs.StringVar(&c.DestinationBlocklist, "destination-blocklist", "", "file of TRON addresses (one a line, # comments) no withdrawal may pay; refused with 422 invalid_address, like the USDT contract, the burn address and the hot wallet always are")
+	fs.StringVar(&c.WalletLowUSDT, "wallet-low-usdt", "", "warn (log line, weir_hot_wallet_low{asset=\"USDT\"}) when the hot wallet's USDT falls below this; empty: no mark")
+	fs.StringVar(&c.WalletLowTRX, "wallet-low-trx", "", "warn (log line, weir_hot_wallet_low{asset=\"TRX\"}) when the hot wallet's TRX falls below this; empty: no mark")
+	fs.DurationVar(&c.WalletInterval, "wallet-interval", hotwallet.DefaultInterval, "how often the hot wallet's balances, resources and transfer cost are read from the node")
 	fs.StringVar(&c.FeeLimit, "fee-limit", defaultFeeLimitTRX, "most TRX one transfer may burn for energy (every envelope's fee_limit); at most 15000")
 	fs.StringVar(&c.SimWalletUSDT, "sim-wallet-usdt", defaultSimWallet, "USDT the hot wallet holds on the simulated node at start (refill: POST /sim/fund on --tron-http)")
 	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on the simulated node at start, for fees")

@@ -34,16 +34,7 @@ func TestServeFeeLimitAndSimWalletFlagsReachTheChain(t *testing.T) {
 	p := startServe(t, "--fee-limit", "30", "--sim-wallet-usdt", "20", "--sim-wallet-trx", "50")
 	c := httpClient{t: t, base: p.httpURL}
 	const id = "3b0f8f2e-55d1-4c7e-9a55-0d6f3f0c2a11"
-	if code, _, body := c.do("POST", "/v1/accounts/acme/credits", "dev-olivia-token", `{"credit_id":"fees-1","amount":"100"}`); code != 201 {
-		t.Fatalf("credit: %d %v", code, body)
-	}
-	req := `{"operation_id":"` + id + `","account":"acme","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"10","asset":"USDT-TRC20"}`
-	if code, _, body := c.do("POST", "/v1/withdrawals", "dev-alice-token", req); code != 201 {
-		t.Fatalf("request: %d %v", code, body)
-	}
-	if code, _, body := c.do("POST", "/v1/withdrawals/"+id+"/approve", "dev-bob-token", ""); code != 200 {
-		t.Fatalf("approve: %d %v", code, body)
-	}
+	c.approvedPayout(id, "fees-1", "10")
 	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
 
 	_, _, evs := c.do("GET", "/v1/withdrawals/"+id+"/events", "dev-alice-token", "")

@@ -102,6 +102,7 @@ type envOpts struct {
 	logger      *slog.Logger // nil: discard (or warnings in -v)
 	degraded    func(context.Context) []string
 	intake      func(*testing.T, *sagas.Repo, *sagas.Intake) // configures the intake before serving
+	wallet      api.Wallet
 }
 
 // newEnv runs the real stack: embedded NATS (memory), the event store, the
@@ -140,7 +141,7 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 	principals := testPrincipals(t)
 	srv := httptest.NewServer(api.NewHTTPHandler(api.HTTPConfig{
 		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Health: health.check, Degraded: o.degraded,
-		Metrics: metrics, Logger: logger, RateLimit: o.rateLimit, MaxInFlight: o.maxInFlight,
+		Metrics: metrics, Logger: logger, RateLimit: o.rateLimit, MaxInFlight: o.maxInFlight, Wallet: o.wallet,
 	}))
 	svc, err := api.StartService(nc, api.ServiceConfig{
 		Intake: intake, Principals: principals, Queues: o.queues, History: hist, Version: "1.2.3", Metrics: metrics, Logger: logger,

@@ -43,6 +43,8 @@ type HTTPConfig struct {
 	Queues Queues
 	// History serves GET /v1/withdrawals; nil lists nothing.
 	History History
+	// Wallet serves GET /v1/wallet; nil: 404 (no hot wallet is watched).
+	Wallet Wallet
 	// Health says whether the store and workers are up (GET /healthz: 200,
 	// or 503 with the error); nil means always up.
 	Health func(context.Context) error
@@ -109,7 +111,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	}
 	a := &httpAPI{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, mux: http.NewServeMux(),
-		ops:     &ops{intake: cfg.Intake, queues: cfg.Queues, history: cfg.History, now: cfg.Now},
+		ops:     &ops{intake: cfg.Intake, queues: cfg.Queues, history: cfg.History, wallet: cfg.Wallet, now: cfg.Now},
 		allowed: map[string][]string{},
 		slots:   make(chan struct{}, cfg.MaxInFlight),
 	}
@@ -165,6 +167,9 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 			return o.queue(p, q, page)
 		})
 	}
+	a.handle("GET", "/v1/wallet", cmdWallet, false, func(context.Context, Principal, *http.Request, []byte) (result, error) {
+		return o.walletStatus()
+	})
 	a.handle("GET", "/v1/policy", cmdPolicyGet, false, func(ctx context.Context, p Principal, _ *http.Request, _ []byte) (result, error) {
 		return o.policy(ctx, p)
 	})

@@ -45,6 +45,7 @@ type ops struct {
 	intake  *sagas.Intake
 	queues  Queues
 	history History
+	wallet  Wallet
 	now     func() time.Time
 }
 
@@ -71,13 +72,15 @@ const (
 	// cmdPolicyApprove approves an open policy proposal.
 	cmdPolicyApprove = "policy.approve"
 	cmdQueue         = "queue"
-	cmdHealth        = "healthz"
+	// cmdWallet is the hot wallet's balances and whether sending is paused.
+	cmdWallet = "wallet.get"
+	cmdHealth = "healthz"
 )
 
 // readCommands change nothing; their requests are logged at debug.
 var readCommands = map[string]bool{
 	cmdGet: true, cmdEvents: true, cmdAccount: true, cmdPolicyGet: true, cmdQueue: true,
-	cmdList: true, cmdStatement: true, cmdHealth: true,
+	cmdList: true, cmdStatement: true, cmdHealth: true, cmdWallet: true,
 }
 
 // commandRoles is the role each write needs, checked by both transports

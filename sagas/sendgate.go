@@ -1,0 +1,36 @@
+package sagas
+
+import (
+	"context"
+
+	"github.com/weir-payouts/weir/aggregate"
+)
+
+// SendGate says whether the hot wallet can pay for a withdrawal's transfer
+// now (*hotwallet.Monitor). The worker asks it before it claims an
+// approved withdrawal and builds its first envelope; a refusal writes
+// nothing, so the withdrawal stays approved and is asked about again at
+// the next visit (the poll or a notification) — sending resumes by itself
+// once the wallet can pay. It is never asked about a withdrawal whose
+// envelope exists: those are followed to their outcome whatever the
+// wallet holds.
+type SendGate interface {
+	MaySend(ctx context.Context, w aggregate.Withdrawal) (ok bool, reason string)
+}
+
+// paused reports whether the gate holds w back: an approved withdrawal
+// paid on chain (internal routes move no chain funds) the wallet cannot
+// pay for now.
+func (wk *Worker) paused(ctx context.Context, w aggregate.Withdrawal) bool {
+	if wk.cfg.Gate == nil || w.State != aggregate.StateApproved || w.Route.IsInternal() {
+		return false
+	}
+	if _, custodied := wk.cfg.Custody(w.ToAddress); custodied {
+		return false
+	}
+	ok, reason := wk.cfg.Gate.MaySend(ctx, w)
+	if !ok {
+		wk.log.Debug("sending paused: withdrawal stays approved", "withdrawal", w.ID, "reason", reason)
+	}
+	return !ok
+}
