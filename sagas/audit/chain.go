@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, ti
 		return sum
 	}
 	sum.Checked, sum.SolidBlock = true, solid.Number
+	was = a.withoutPredating(ctx, node, timeout, was, &sum)
 
 	var items []chainItem
 	for _, wa := range was {
@@ -129,7 +131,48 @@ func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, ti
 		sum.Note = fmt.Sprintf("%d proof(s) could not be checked (see notes)", unchecked)
 	}
 	sum.LookupErrors += unchecked
+	if sum.Unavailable > 0 {
+		sum.Note = strings.TrimPrefix(sum.Note+fmt.Sprintf("; chain unavailable for %d withdrawal(s) requested before the node's chain began (see notes)", sum.Unavailable), "; ")
+	}
 	return sum
+}
+
+// withoutPredating leaves out the withdrawals requested before the chain
+// the node serves began (its genesis block's time): that chain cannot hold
+// what they did — a simulated chain restarted while the log persisted, say
+// — so each gets a note "chain unavailable", never a violation. On a real
+// chain (genesis in 2018) nothing predates it. A node that cannot tell its
+// genesis leaves every withdrawal to be checked.
+func (a *auditor) withoutPredating(ctx context.Context, node tron.Node, timeout time.Duration, was []*Replay, sum *ChainSummary) []*Replay {
+	cr, ok := node.(tron.ChainReader)
+	if !ok {
+		return was
+	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	g, err := cr.Genesis(gctx)
+	cancel()
+	if err != nil {
+		return was
+	}
+	start := g.Time()
+	kept := make([]*Replay, 0, len(was))
+	skipped := 0
+	for _, wa := range was {
+		if wa.w.RequestedAt.IsZero() || !wa.w.RequestedAt.Before(start) {
+			kept = append(kept, wa)
+			continue
+		}
+		skipped++
+		f := Finding{Severity: Note, Check: "chain", Withdrawal: wa.ID, Version: wa.w.Version,
+			What: fmt.Sprintf("chain unavailable: requested at %s, before the node's chain began (genesis at %s; a restarted simulated chain?): its on-chain facts cannot be checked",
+				wa.w.RequestedAt.UTC().Format(time.RFC3339), start.Format(time.RFC3339))}
+		wa.Checks = append(wa.Checks, f)
+		a.add(f)
+	}
+	if skipped > 0 {
+		sum.Unavailable = skipped
+	}
+	return kept
 }
 
 // proofRecord is a proof the log relies on: the proof of death of a

@@ -95,6 +95,9 @@ type ChainSummary struct {
 	SolidBlock   int64  `json:"solid_block,omitempty"`
 	TxIDs        int    `json:"txids"`
 	LookupErrors int    `json:"lookup_errors"`
+	// Unavailable counts the withdrawals requested before the node's chain
+	// began: "chain unavailable", noted and not checked.
+	Unavailable int `json:"chain_unavailable,omitempty"`
 }
 
 // Replay is one withdrawal stream replayed, with its timeline and findings.
