@@ -239,6 +239,17 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err != nil {
 		return nil, err
 	}
+	if sealer == nil { // --nats-url without --event-key
+		if err := e.up.do(ctx, "event key bucket", func(ctx context.Context) (err error) {
+			sealer, err = sharedEventKey(ctx, nc, cfg)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		log.Warn("no --event-key with --nats-url: events are authenticated with the key weir keeps in the NATS KV bucket "+natsauth.KeyBucket+
+			", shared by every weir process on this NATS; anyone with weir's NATS identity or an admin credential can read it. In production give every process the same --event-key FILE",
+			"signing_key_id", sealer.CurrentKeyID())
+	}
 	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory, Sealer: sealer}
 	if err := e.up.do(ctx, "event stream", func(ctx context.Context) (err error) {
 		e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())

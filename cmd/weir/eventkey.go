@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,7 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas"
 )
@@ -91,9 +96,9 @@ func devEventKey(dir string, memory bool) (*eventstore.Keyring, string, error) {
 }
 
 // eventKey is the keyring serve authenticates events with: --event-key, or
-// the key kept in --data. Processes sharing an external NATS must share the
-// key (each refuses the others' events otherwise), so there a key of its own
-// comes with a warning saying so.
+// the key kept in --data. With --nats-url and no --event-key it returns nil:
+// the key is the one every weir process on that NATS shares (sharedEventKey),
+// read once connected.
 func eventKey(cfg serveConfig, devMode bool, log *slog.Logger) (*eventstore.Keyring, error) {
 	if cfg.EventKey != "" {
 		kr, err := loadEventKey(cfg.EventKey)
@@ -102,18 +107,74 @@ func eventKey(cfg serveConfig, devMode bool, log *slog.Logger) (*eventstore.Keyr
 		}
 		return kr, err
 	}
-	kr, path, err := devEventKey(cfg.Data, cfg.memory && cfg.NATSURL == "")
+	if cfg.NATSURL != "" {
+		return nil, nil
+	}
+	kr, path, err := devEventKey(cfg.Data, cfg.memory)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case cfg.NATSURL != "":
-		log.Warn("no --event-key with --nats-url: events are authenticated with a key generated in --data; every weir process on this log must be given that same key with --event-key, or each refuses the others' events",
-			"key_file", path, "signing_key_id", kr.CurrentKeyID())
-	case devMode:
+	if devMode {
 		log.Info("events authenticated with the key kept in --data", "key_file", path, "signing_key_id", kr.CurrentKeyID())
-	default:
+	} else {
 		log.Warn("no --event-key: events are authenticated with the key generated in --data; back it up with the store, or pass --event-key", "key_file", path, "signing_key_id", kr.CurrentKeyID())
+	}
+	return kr, nil
+}
+
+// sharedKeyName is the key in natsauth.KeyBucket that holds the key file.
+const sharedKeyName = "event-key"
+
+// sharedEventKey is the event key of every weir process on an external NATS
+// without --event-key: kept in the KV bucket natsauth.KeyBucket. The first
+// process creates it with a create-only put; a process that loses that race,
+// and every later one, reads the winner's. A key an older weir generated in
+// --data (event.key) is what the first process publishes, so the events it
+// signed keep verifying.
+func sharedEventKey(ctx context.Context, nc *nats.Conn, cfg serveConfig) (*eventstore.Keyring, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	storage := jetstream.FileStorage
+	if cfg.memory {
+		storage = jetstream.MemoryStorage
+	}
+	kv, err := js.KeyValue(ctx, natsauth.KeyBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: natsauth.KeyBucket,
+			Description: "weir: the event key shared by weir processes started without --event-key",
+			History:     1, Storage: storage, Replicas: max(cfg.Replicas, 1)})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, natsauth.KeyBucket) // created concurrently
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event key bucket %s: %w", natsauth.KeyBucket, err)
+	}
+	var line []byte
+	if legacy, err := os.ReadFile(filepath.Join(cfg.Data, devEventKeyFile)); err == nil && !cfg.memory {
+		line = legacy
+	} else {
+		l, err := newEventKeyLine()
+		if err != nil {
+			return nil, err
+		}
+		line = []byte(l)
+	}
+	if _, err := kv.Create(ctx, sharedKeyName, line); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("event key bucket %s: %w", natsauth.KeyBucket, err)
+		}
+		entry, err := kv.Get(ctx, sharedKeyName)
+		if err != nil {
+			return nil, fmt.Errorf("event key bucket %s: %w", natsauth.KeyBucket, err)
+		}
+		line = entry.Value()
+	}
+	kr, err := eventstore.ParseKeyring(line)
+	if err != nil {
+		return nil, fmt.Errorf("event key bucket %s: %w", natsauth.KeyBucket, err)
 	}
 	return kr, nil
 }

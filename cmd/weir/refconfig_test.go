@@ -51,6 +51,23 @@ func startReferenceNATS(t *testing.T) string {
 	return srv.ClientURL()
 }
 
+// startReferenceEngine starts serve in this process on the reference
+// config's NATS at url, as its weir user, without --event-key.
+func startReferenceEngine(t *testing.T, url string) *engine {
+	t.Helper()
+	cfg := serveConfig{
+		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: url, Sync: "lazy", Workers: 1, memory: true,
+		SimBlockInterval: 10 * time.Millisecond, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn",
+		NATSCreds: natsCreds{user: "weir", password: refWeirPassword},
+	}
+	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	return eng
+}
+
 // TestReferenceConfigGivesTheAuditorRoleExactly: the auditor user of
 // docs/nats-server.conf has the permissions the embedded server gives the
 // auditor role, so a new durable consumer protected in code is protected
@@ -87,16 +104,7 @@ func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
 // auditor's audit still work.
 func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 	url := startReferenceNATS(t)
-	cfg := serveConfig{
-		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSURL: url, Sync: "lazy", Workers: 1, memory: true,
-		SimBlockInterval: 10 * time.Millisecond, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn",
-		NATSCreds: natsCreds{user: "weir", password: refWeirPassword},
-	}
-	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	eng := startReferenceEngine(t, url)
 	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword), nats.CustomInboxPrefix(eventstore.InternalInboxPrefix))
 	if err != nil {
 		t.Fatal(err)

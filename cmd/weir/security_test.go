@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/sagas"
 )
 
@@ -187,6 +188,16 @@ var threatTable = []attack{
 		pub(t, nc, "$JS.API.DIRECT.GET.KV_weir_webhooks.$KV.weir_webhooks.secret.wh_x", nil)
 		pub(t, nc, "$JS.API.STREAM.MSG.GET.KV_weir_webhooks", `{"last_by_subj":"$KV.weir_webhooks.secret.wh_x"}`)
 		pub(t, nc, "$JS.API.CONSUMER.CREATE.KV_weir_webhooks.peek", `{"stream_name":"KV_weir_webhooks","config":{"name":"peek","ack_policy":"none"}}`)
+	}},
+	{name: "read the shared event key (nats kv get WEIR_KEYS event-key)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.DIRECT.GET.KV_"+natsauth.KeyBucket+".$KV."+natsauth.KeyBucket+"."+sharedKeyName, nil)
+		pub(t, nc, "$JS.API.STREAM.MSG.GET.KV_"+natsauth.KeyBucket, `{"last_by_subj":"$KV.`+natsauth.KeyBucket+`.`+sharedKeyName+`"}`)
+		pub(t, nc, "$JS.API.CONSUMER.CREATE.KV_"+natsauth.KeyBucket+".peek", `{"stream_name":"KV_`+natsauth.KeyBucket+`","config":{"name":"peek","ack_policy":"none"}}`)
+		sub(t, nc, "$KV."+natsauth.KeyBucket+".>")
+	}},
+	{name: "replace the shared event key (nats kv put WEIR_KEYS event-key)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$KV."+natsauth.KeyBucket+"."+sharedKeyName, "k-forged "+strings.Repeat("00", 32))
+		pub(t, nc, "$JS.API.STREAM.DELETE.KV_"+natsauth.KeyBucket, nil)
 	}},
 	{name: "rewrite a webhook's cursor or delivery record (skip or replay deliveries)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "$KV.weir_webhooks.cursor.wh_x", "999999")

@@ -124,7 +124,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on the simulated node at start, for fees")
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
-	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty with the embedded store: a key generated in --data")
+	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty: with the embedded store a key generated in --data, with --nats-url a key shared through the NATS KV bucket WEIR_KEYS")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, private and link-local addresses (checked at registration and on every connection); off: such URLs are refused with 422 invalid_url")
 	fs.BoolVar(&c.PublishConfig, "publish-config", false, "publish this process's principals (names and roles, never tokens), hot wallet, custody and limits as the configuration in force when they differ from the one in the log (without it such a start is refused; dev mode and an empty log publish anyway)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

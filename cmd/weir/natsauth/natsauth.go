@@ -19,6 +19,11 @@ const (
 	// event log it reads does not pass through _INBOX.>, which every
 	// principal may subscribe.
 	AuditInboxPrefix = "_WEIR_AUDIT"
+	// KeyBucket is the KV bucket (stream KV_WEIR_KEYS) that holds the event
+	// key weir processes on an external NATS share when no --event-key is
+	// given. No principal or auditor has any right on it: only weir's own
+	// identity.
+	KeyBucket = "WEIR_KEYS"
 )
 
 // WeirDurables are the durable consumers weir itself relies on. No
