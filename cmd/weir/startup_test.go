@@ -134,7 +134,8 @@ func TestServeWaitsForJetStreamToComeUp(t *testing.T) {
 	eng, logs := serveWhileNATSComesUp(t, srv.ClientURL(), func() error {
 		return srv.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()})
 	})
-	if !strings.Contains(logs, `msg="start-up: waiting for NATS" waiting_for="event stream"`) {
+	// Its first JetStream call without --event-key is the shared key's bucket.
+	if !strings.Contains(logs, `msg="start-up: waiting for NATS" waiting_for="event key bucket"`) {
 		t.Fatalf("start-up did not say what it waited for:\n%s", logs)
 	}
 	c := httpClient{t: t, base: "http://" + eng.httpAddr}
