@@ -113,21 +113,37 @@ func (r *Repo) StartConfig(ctx context.Context, files aggregate.Config, p Config
 type ConfigSource struct {
 	repo *Repo
 	log  *slog.Logger
-	mu   sync.Mutex
-	last aggregate.ConfigState
+	// maxAge: a configuration read less than this long ago is answered
+	// without reading the log again (0: every question reads it). A read
+	// per routing, reservation and approver check costs the intake and the
+	// pipeline half their throughput (weir bench); a change published by
+	// another process reaches this one within maxAge.
+	maxAge time.Duration
+	mu     sync.Mutex
+	last   aggregate.ConfigState
+	readAt time.Time
 }
 
 // NewConfigSource reads the configuration in force through repo; initial
-// is what the process read at start.
-func NewConfigSource(repo *Repo, initial aggregate.ConfigState, log *slog.Logger) *ConfigSource {
+// is what the process read at start; maxAge as above.
+func NewConfigSource(repo *Repo, initial aggregate.ConfigState, maxAge time.Duration, log *slog.Logger) *ConfigSource {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ConfigSource{repo: repo, log: log, last: initial}
+	return &ConfigSource{repo: repo, log: log, last: initial, maxAge: maxAge, readAt: time.Now()}
 }
 
-// Current reads the configuration in force from the log.
+// Current is the configuration in force, read from the log unless it was
+// read less than maxAge ago.
 func (s *ConfigSource) Current(ctx context.Context) aggregate.ConfigState {
+	if s.maxAge > 0 {
+		s.mu.Lock()
+		last, fresh := s.last, time.Since(s.readAt) < s.maxAge
+		s.mu.Unlock()
+		if fresh {
+			return last
+		}
+	}
 	c, err := s.repo.Config(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,7 +152,7 @@ func (s *ConfigSource) Current(ctx context.Context) aggregate.ConfigState {
 		return s.last
 	}
 	if c.Version >= s.last.Version {
-		s.last = c
+		s.last, s.readAt = c, time.Now()
 	}
 	return s.last
 }

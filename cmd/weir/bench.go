@@ -505,7 +505,7 @@ const benchPollInterval = 10 * time.Millisecond
 
 func startBench(ctx context.Context, cfg benchConfig, dir string, progress io.Writer) (*benchRig, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := startEngine(ctx, serveConfig{
+	eng, err := startEngine(ctx, serveConfig{configMaxAge: defaultConfigMaxAge,
 		Data: dir, HTTP: "127.0.0.1:0", Replicas: 1, Sync: cfg.Sync, Workers: 0,
 		// Instant mode (lag 0): included in the next block, solid at
 		// once. The bench makes the blocks; the engine's own block clock

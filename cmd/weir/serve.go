@@ -82,6 +82,11 @@ type serveConfig struct {
 	// webhookFirstRetry replaces the first retry's wait (tests).
 	webhookFirstRetry time.Duration
 
+	// configMaxAge is how long a process answers from the configuration it
+	// last read from the log (sagas.ConfigSource); `weir serve` and the
+	// bench use defaultConfigMaxAge, tests 0 (every question reads the log).
+	configMaxAge time.Duration
+
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
 	memory bool
@@ -90,8 +95,12 @@ type serveConfig struct {
 	natsLog *slog.Logger
 }
 
+// defaultConfigMaxAge: a configuration published by another process
+// reaches a running one within this long.
+const defaultConfigMaxAge = time.Second
+
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
-	c := &serveConfig{}
+	c := &serveConfig{configMaxAge: defaultConfigMaxAge}
 	fs := newFlagSet("serve", "serve [flags]", stderr)
 	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage)")
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "HTTP API listen address")
