@@ -125,13 +125,18 @@ type ConfigSource struct {
 }
 
 // NewConfigSource reads the configuration in force through repo; initial
-// is what the process read at start; maxAge as above.
-func NewConfigSource(repo *Repo, initial aggregate.ConfigState, maxAge time.Duration, log *slog.Logger) *ConfigSource {
+// is what the process read at start. Every question reads the log until
+// SetMaxAge says otherwise.
+func NewConfigSource(repo *Repo, initial aggregate.ConfigState, log *slog.Logger) *ConfigSource {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ConfigSource{repo: repo, log: log, last: initial, maxAge: maxAge, readAt: time.Now()}
+	return &ConfigSource{repo: repo, log: log, last: initial, readAt: time.Now()}
 }
+
+// SetMaxAge sets how long a configuration read is answered from memory
+// (see maxAge). Call it before the source is used.
+func (s *ConfigSource) SetMaxAge(d time.Duration) { s.maxAge = d }
 
 // Current is the configuration in force, read from the log unless it was
 // read less than maxAge ago.

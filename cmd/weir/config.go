@@ -63,5 +63,7 @@ func (e *engine) startConfig(ctx context.Context, cfg serveConfig, files aggrega
 	} else {
 		log.Info("configuration in force", "version", cur.Version, "published_by", cur.ChangedBy, "at", cur.ChangedAt)
 	}
-	return sagas.NewConfigSource(e.repo, cur, cfg.configMaxAge, log.With("room", "config")), nil
+	src := sagas.NewConfigSource(e.repo, cur, log.With("room", "config"))
+	src.SetMaxAge(cfg.configMaxAge)
+	return src, nil
 }

@@ -109,7 +109,7 @@ func newHistoryWith(t *testing.T, sealer eventstore.Sealer) *history {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := sagas.NewConfigSource(repo, cs, 0, nil)
+	src := sagas.NewConfigSource(repo, cs, nil)
 	ledger.UseConfig(src)
 	h.intake.UseConfig(src)
 	h.credit("acme", "seed", "1000000")
