@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // TestTwoServeProcessesShareOneNATS runs two `weir serve` processes against
@@ -38,13 +40,56 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 	ca := httpClient{t: t, base: a.httpURL}
 	cb := httpClient{t: t, base: b.httpURL}
 
-	if code, _, body := ca.do("POST", "/v1/accounts/pool/credits", "dev-olivia-token", `{"credit_id":"seed","amount":"1000"}`); code != 201 {
+	// Enough for every round: 24 × 12.5 = 300 per round.
+	const n, maxRounds = 24, 4
+	if code, _, body := ca.do("POST", "/v1/accounts/pool/credits", "dev-olivia-token", `{"credit_id":"seed","amount":"1200"}`); code != 201 {
 		t.Fatalf("credit: %d %v", code, body)
 	}
-	const n = 24
+	txids := map[string]string{}
+	claimers := map[string]int{}
+	// Worker ids are <host>-<pid>-w<n>: both processes must have taken
+	// work, or this test would not have raced them at all. A worker takes
+	// many withdrawals at once, so one process can take a whole batch:
+	// pay batches until both have claimed, at most maxRounds of them.
+	byProcess := map[string]int{}
+	rounds := 0
+	for rounds < maxRounds && len(byProcess) < 2 {
+		payBatch(t, ca, cb, rounds, n, txids, claimers)
+		rounds++
+		clear(byProcess)
+		for worker, n := range claimers {
+			byProcess[worker[:strings.LastIndex(worker, "-")]] += n
+		}
+	}
+	t.Logf("claims by worker after %d round(s): %v", rounds, claimers)
+	if len(byProcess) != 2 {
+		t.Fatalf("claims by process %v after %d rounds: want both processes to have claimed", byProcess, rounds)
+	}
+	// The account settles to the cent: 12.5 for each withdrawal paid out.
+	paid := decimal.NewFromInt(int64(rounds * n)).Mul(decimal.RequireFromString("12.5"))
+	want := map[string]string{"settled": paid.String(), "reserved": "0", "available": decimal.NewFromInt(1200).Sub(paid).String()}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, _, acct := cb.do("GET", "/v1/accounts/pool", "dev-alice-token", "")
+		if acct["settled"] == want["settled"] && acct["reserved"] == want["reserved"] && acct["available"] == want["available"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("balance: %v, want %v", acct, want)
+		}
+		<-time.After(20 * time.Millisecond) // the ledger saga settles asynchronously
+	}
+}
+
+// payBatch requests and approves n withdrawals of 12.5 from pool, half of
+// them at each process, waits until each is confirmed, and checks that each
+// was paid once: attempt 1, its own txid, one envelope. It counts the
+// claims by worker into claimers.
+func payBatch(t *testing.T, ca, cb httpClient, round, n int, txids map[string]string, claimers map[string]int) {
+	t.Helper()
 	ids := make([]string, n)
 	for i := range n {
-		ids[i] = fmt.Sprintf("11111111-2222-4333-8444-%012d", i+1)
+		ids[i] = fmt.Sprintf("11111111-2222-4333-8%03d-%012d", round, i+1)
 		c := ca
 		if i%2 == 1 {
 			c = cb // requests arrive at both processes
@@ -57,8 +102,6 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 			t.Fatalf("approve %d: %d %v", i, code, w)
 		}
 	}
-	txids := map[string]string{}
-	claimers := map[string]int{}
 	for _, id := range ids {
 		w := ca.waitForState(id, "dev-alice-token", "confirmed", 90*time.Second)
 		if w["attempt"] != float64(1) {
@@ -85,27 +128,5 @@ func TestTwoServeProcessesShareOneNATS(t *testing.T) {
 		if built != 1 {
 			t.Errorf("%s: %d envelopes written, want 1", id, built)
 		}
-	}
-	t.Logf("claims by worker: %v", claimers)
-	// Worker ids are <host>-<pid>-w<n>: both processes must have taken
-	// work, or this test would not have raced them at all.
-	byProcess := map[string]int{}
-	for worker, n := range claimers {
-		byProcess[worker[:strings.LastIndex(worker, "-")]] += n
-	}
-	if len(byProcess) != 2 {
-		t.Fatalf("claims by process %v: want both processes to have claimed", byProcess)
-	}
-	// The account settles to the cent: 24 × 12.5 = 300 paid out.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, _, acct := cb.do("GET", "/v1/accounts/pool", "dev-alice-token", "")
-		if acct["settled"] == "300" && acct["reserved"] == "0" && acct["available"] == "700" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("balance: %v", acct)
-		}
-		<-time.After(20 * time.Millisecond) // the ledger saga settles asynchronously
 	}
 }
