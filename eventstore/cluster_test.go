@@ -139,7 +139,7 @@ func TestReplicatedStreamKeepsTheGuarantees(t *testing.T) {
 	if wins != 1 || conflicts != racers-1 {
 		t.Fatalf("%d wins, %d conflicts; want 1 and %d", wins, conflicts, racers-1)
 	}
-	recs, pos := mustLoad(t, s, k)
+	recs, pos := loadCaughtUp(t, s, k, 2)
 	if len(recs) != 2 {
 		t.Fatalf("%d records after the race, want 2", len(recs))
 	}
@@ -185,8 +185,28 @@ func TestReplicatedStreamKeepsTheGuarantees(t *testing.T) {
 			<-time.After(50 * time.Millisecond) // a new leader is being elected
 		}
 	}
-	recs, pos = mustLoad(t, s, k)
+	recs, pos = loadCaughtUp(t, s, k, next.Version)
 	if len(recs) != 23 || pos != next {
 		t.Fatalf("%d records at %+v after failover, want 23 at %+v", len(recs), pos, next)
+	}
+}
+
+// loadCaughtUp loads k once the replica answering the read has caught up
+// with version (reads are direct gets, which a lagging follower may
+// answer): it follows the aggregate until it holds at least version
+// events, or fails after a deadline. The caller asserts the exact
+// records; a read past version is returned as is.
+func loadCaughtUp(t *testing.T, s *Store, k Key, version uint64) ([]Record, Position) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		recs, pos := mustLoad(t, s, k)
+		if pos.Version >= version {
+			return recs, pos
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v: %d records at %+v, the replicas never caught up with version %d", k, len(recs), pos, version)
+		}
+		<-time.After(20 * time.Millisecond) // a follower is applying the last appends
 	}
 }
