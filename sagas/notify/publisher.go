@@ -196,10 +196,12 @@ func (p *Publisher) publish(ctx context.Context, rec eventstore.Record, n Notifi
 		// where the stream ends now is read again.
 		return errMoved
 	}
-	p.setPos(Position{NotifySeq: ack.Sequence, SourceSeq: rec.Sequence})
+	// Counted before the position moves: whoever waits for the position
+	// (WaitFor) then sees the count that goes with it.
 	p.mu.Lock()
 	p.published++
 	p.mu.Unlock()
+	p.setPos(Position{NotifySeq: ack.Sequence, SourceSeq: rec.Sequence})
 	return nil
 }
 
