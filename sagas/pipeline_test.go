@@ -35,9 +35,12 @@ func (r *bcRig) allTerminal(ids []string) func() bool {
 }
 
 // A pipelined worker has node calls for different withdrawals in flight
-// at once: the node below lets no Head call through until four of them
+// at once: the node below lets no Broadcast through until four of them
 // are waiting together, which a worker driving one withdrawal at a time
-// could never do (its calls would time out and nothing would move).
+// could never do (its calls would time out and nothing would move). The
+// gate counts the calls waiting now, not every call ever made: calls that
+// timed out one after another do not open it. (Broadcast, not Head: a
+// round reads the head once for all its withdrawals.)
 func TestAPipelinedWorkerOverlapsNodeCallsOfDifferentWithdrawals(t *testing.T) {
 	r := newBCRig(t)
 	ids := r.readyMany("overlap", 4)
@@ -45,7 +48,7 @@ func TestAPipelinedWorkerOverlapsNodeCallsOfDifferentWithdrawals(t *testing.T) {
 	gate := make(chan struct{})
 	var once sync.Once
 	r.node.Before = func(ctx context.Context, m tron.NodeMethod) error {
-		if m != tron.NodeHead {
+		if m != tron.NodeBroadcast {
 			return nil
 		}
 		if waiting.Add(1) >= 4 {
@@ -55,6 +58,7 @@ func TestAPipelinedWorkerOverlapsNodeCallsOfDifferentWithdrawals(t *testing.T) {
 		case <-gate:
 			return nil
 		case <-ctx.Done():
+			waiting.Add(-1)
 			return ctx.Err()
 		}
 	}
