@@ -52,22 +52,8 @@ func Subject(account string) string { return SubjectPrefix + "." + account }
 // StreamConfig: limits retention without limits, deny delete and purge,
 // direct gets (the reader's walks).
 func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
-	storage := jetstream.FileStorage
-	if memory {
-		storage = jetstream.MemoryStorage
-	}
-	return jetstream.StreamConfig{
-		Name:        Stream,
-		Description: "weir: one entry per withdrawal, derived from WEIR_EVENTS (the history index)",
-		Subjects:    []string{Subjects},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    max(replicas, 1),
-		Duplicates:  DuplicateWindow,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-	}
+	return eventstore.DerivedStreamConfig(Stream, "weir: one entry per withdrawal, derived from WEIR_EVENTS (the history index)",
+		[]string{Subjects}, replicas, memory, DuplicateWindow)
 }
 
 // EnsureStream creates WEIR_HISTORY (or brings it back to StreamConfig).

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
 )
 
 // The notification contract (CONTRACT.md, "Notifications").
@@ -49,25 +50,8 @@ func Subject(account string, state aggregate.State) string {
 // limit (the last message is the publisher's position, and a producer's
 // durable consumer may be far behind), deny delete and purge, direct gets.
 func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
-	storage := jetstream.FileStorage
-	if memory {
-		storage = jetstream.MemoryStorage
-	}
-	if replicas <= 0 {
-		replicas = 1
-	}
-	return jetstream.StreamConfig{
-		Name:        Stream,
-		Description: "weir: withdrawal state changes, derived from WEIR_EVENTS",
-		Subjects:    []string{Subjects},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		Replicas:    replicas,
-		Duplicates:  DuplicateWindow,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-	}
+	return eventstore.DerivedStreamConfig(Stream, "weir: withdrawal state changes, derived from WEIR_EVENTS",
+		[]string{Subjects}, replicas, memory, DuplicateWindow)
 }
 
 // EnsureStream creates WEIR_NOTIFY (or brings it back to StreamConfig).
