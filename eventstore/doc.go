@@ -11,7 +11,9 @@
 //     settled by reading the subject back, so callers get success or a
 //     conflict or a hard error, never a guess;
 //   - loading one aggregate at a cost that grows with its own events, not
-//     with the stream;
+//     with the stream (Load; LoadLatest reads the last event through the
+//     stream leader, never a lagging replica; LoadSince reads only the
+//     events after a known position, for snapshot-based loads);
 //   - reading the whole log (or one aggregate type) from a position, for
 //     projections (Subscribe, ReadAll), and durable at-least-once delivery
 //     for sagas (Consume: acknowledged only after the handler succeeds);
@@ -23,6 +25,9 @@
 //     *IntegrityError: Load refuses its aggregate, and readers either stop
 //     on it or, with OnViolation, go on past it without handling it; the
 //     store remembers what it saw (Violations).
+//
+// eventstore/eventstoretest starts a real embedded server for other
+// packages' tests.
 //
 // What it must not do: know anything about withdrawals, accounts, money or
 // chains (event types are opaque strings to it; payloads are opaque JSON);

@@ -39,6 +39,12 @@
 //     startup scan. Crash points (crash.go) let tests kill a worker
 //     between any two of these steps.
 //
+// Subpackages: audit (the replay and checks behind `weir audit`, findings as
+// values), notify (state changes published to WEIR_NOTIFY), webhook (signed
+// webhooks, delivered in order per webhook) and hotwallet (watches the hot
+// wallet on chain and gates sending). The codec and stream names they share
+// with projections live in aggregate/eventlog.
+//
 // What it must not do: decide anything the deciders decide (it asks them),
 // read the wall clock for anything but leases and command timestamps
 // (expiry is chain time from the node), trust the node's word ("expired",
