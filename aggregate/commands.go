@@ -161,22 +161,29 @@ type RecordAccepted struct {
 	At     time.Time
 }
 
-// Rebuild retires the current envelope with its proof of death and writes
-// ahead a new one.
+// Rebuild retires the current envelope with its proof and writes ahead a
+// new one. The proof is exactly one of Evidence (the chain-time proof of
+// death) and Receipt (the envelope's failing receipt in a solid block,
+// verified on the chain by the caller: a txid is included at most once,
+// so a failed one can never pay).
 type Rebuild struct {
 	RetiredTxID string
 	Evidence    Evidence
+	Receipt     *FailureReceipt
 	Envelope    Envelope
 	At          time.Time
 }
 
 // Confirm records inclusion in a solid block with receipt SUCCESS. Other
 // receipts (REVERT, OUT_OF_ENERGY) are a Fail with that reason.
+//
+// Fee, when known, is what the transaction burnt.
 type Confirm struct {
 	TxID        string
 	BlockNumber int64
 	BlockTime   int64
 	Receipt     string
+	Fee         *ChainFee
 	At          time.Time
 }
 

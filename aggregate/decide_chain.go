@@ -108,28 +108,44 @@ func decideReplaceUnsigned(w Withdrawal, c ReplaceUnsigned) (Event, error) {
 	if err := checkToken(CodeInvalidCommand, "reason", c.Reason); err != nil {
 		return nil, err
 	}
-	if err := env.Check(); err != nil {
-		return nil, err
-	}
 	at, err := checkAt(c.At)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range w.Retired {
-		if r.TxID == retired {
-			if r.Unsigned && r.ReplacedBy == env.TxID && r.Reason == c.Reason {
-				return nil, nil
-			}
-			return nil, newError(CodeInvalidTransition, "retired_txid", "txid %s was already retired, replaced by %s", retired, r.ReplacedBy)
-		}
-	}
-	if err := CheckTransition(w.State, EventEnvelopeReplaced); err != nil {
+	replay, err := checkRetire(w, EventEnvelopeReplaced, retired, env, func(r Retired) bool {
+		return r.Unsigned && r.ReplacedBy == env.TxID && r.Reason == c.Reason
+	})
+	if replay || err != nil {
 		return nil, err
 	}
-	if retired != w.Envelope.TxID {
-		return nil, newError(CodeInvalidTransition, "retired_txid", "only the current envelope (%s) can be retired", w.Envelope.TxID)
-	}
 	return EnvelopeReplaced{Attempt: w.Attempt + 1, RetiredTxID: retired, Reason: c.Reason, Envelope: env, At: at}, nil
+}
+
+// checkRetire is what replacing the current envelope, retired, by env
+// needs whatever the proof (EnvelopeReplaced, Rebuilt): env is well
+// formed, the transition is legal and retired is the current envelope.
+// A retired txid already recorded is a replay when same says it is this
+// replacement, and refused otherwise.
+func checkRetire(w Withdrawal, eventType, retired string, env Envelope, same func(Retired) bool) (replay bool, err error) {
+	if err := env.Check(); err != nil {
+		return false, err
+	}
+	for _, r := range w.Retired {
+		if r.TxID != retired {
+			continue
+		}
+		if same(r) {
+			return true, nil
+		}
+		return false, newError(CodeInvalidTransition, "retired_txid", "txid %s was already retired, replaced by %s", retired, r.ReplacedBy)
+	}
+	if err := CheckTransition(w.State, eventType); err != nil {
+		return false, err
+	}
+	if retired != w.Envelope.TxID {
+		return false, newError(CodeInvalidTransition, "retired_txid", "only the current envelope (%s) can be retired", w.Envelope.TxID)
+	}
+	return false, nil
 }
 
 func checkSignature(sig string) error {
@@ -203,29 +219,21 @@ func decideRebuild(w Withdrawal, c Rebuild) (Event, error) {
 	if retired == "" {
 		return nil, newError(CodeInvalidCommand, "retired_txid", "required")
 	}
-	if err := env.Check(); err != nil {
-		return nil, err
+	if c.Receipt != nil && !c.Evidence.IsZero() {
+		return nil, newError(CodeInvalidEvidence, "evidence", "a rebuild is proven by a failing receipt or by a proof of death, not both")
 	}
 	at, err := checkAt(c.At)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range w.Retired {
-		if r.TxID != retired {
-			continue
-		}
-		if r.ReplacedBy == env.TxID && r.Evidence == c.Evidence && (env.TxID != w.Envelope.TxID || env == w.Envelope) {
-			return nil, nil
-		}
-		return nil, newError(CodeInvalidTransition, "retired_txid", "txid %s was already retired, replaced by %s", retired, r.ReplacedBy)
-	}
-	if err := CheckTransition(w.State, EventRebuilt); err != nil {
+	replay, err := checkRetire(w, EventRebuilt, retired, env, func(r Retired) bool {
+		return r.ReplacedBy == env.TxID && r.Evidence == c.Evidence && sameReceipt(r.Receipt, c.Receipt) &&
+			(env.TxID != w.Envelope.TxID || env == w.Envelope)
+	})
+	if replay || err != nil {
 		return nil, err
 	}
-	if retired != w.Envelope.TxID {
-		return nil, newError(CodeInvalidTransition, "retired_txid", "only the current envelope (%s) can be retired", w.Envelope.TxID)
-	}
-	return Rebuilt{Attempt: w.Attempt + 1, RetiredTxID: retired, Evidence: c.Evidence, Envelope: env, At: at}, nil
+	return Rebuilt{Attempt: w.Attempt + 1, RetiredTxID: retired, Evidence: c.Evidence, Receipt: c.Receipt.clone(), Envelope: env, At: at}, nil
 }
 
 func decideConfirm(w Withdrawal, c Confirm) (Event, error) {
@@ -248,12 +256,16 @@ func decideConfirm(w Withdrawal, c Confirm) (Event, error) {
 	}
 	if w.State == StateConfirmed {
 		cf := w.Confirmation
+		// The fee is read from the same receipt; it does not make a replay.
 		if cf.TxID == txid && cf.BlockNumber == c.BlockNumber && cf.BlockTime == c.BlockTime && cf.Receipt == c.Receipt {
 			return nil, nil
 		}
 		return nil, newError(CodeInvalidTransition, "", "already confirmed in block %d", cf.BlockNumber)
 	}
-	return Confirmed{TxID: txid, BlockNumber: c.BlockNumber, BlockTime: c.BlockTime, Receipt: c.Receipt, At: at}, nil
+	if c.Fee != nil && (c.Fee.Sun < 0 || c.Fee.EnergyUsed < 0) {
+		return nil, newError(CodeInvalidCommand, "fee", "negative")
+	}
+	return Confirmed{TxID: txid, BlockNumber: c.BlockNumber, BlockTime: c.BlockTime, Receipt: c.Receipt, Fee: c.Fee.clone(), At: at}, nil
 }
 
 func decideFail(w Withdrawal, c Fail) (Event, error) {
@@ -279,11 +291,7 @@ func decideFail(w Withdrawal, c Fail) (Event, error) {
 		}
 		return nil, newError(CodeInvalidTransition, "reason", "already failed (%s)", w.Reason)
 	}
-	ev := Failed{Reason: c.Reason, TxID: w.Envelope.TxID, Detail: c.Detail, At: at}
-	if c.Receipt != nil {
-		r := *c.Receipt
-		ev.Receipt = &r
-	}
+	ev := Failed{Reason: c.Reason, TxID: w.Envelope.TxID, Detail: c.Detail, Receipt: c.Receipt.clone(), At: at}
 	if c.Evidence != nil {
 		e := *c.Evidence
 		ev.Evidence = &e

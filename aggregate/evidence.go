@@ -45,6 +45,10 @@ type Evidence struct {
 	Scan             BlockScan `json:"scan"`
 }
 
+// IsZero reports whether no proof of death is recorded (a rebuild proven
+// by a failing receipt instead).
+func (ev Evidence) IsZero() bool { return ev == Evidence{} }
+
 // BlockScan is the range of solid blocks a proof scanned, From..To
 // inclusive, each fetched by number, each one's parent id the id of the
 // block before it. IDsSHA256 is sha256 over the 32-byte ids of From..To in
@@ -144,10 +148,76 @@ func checkBlockID(field, id string, num int64) error {
 
 // FailureReceipt is the solid block and the receipt that show an included
 // transaction failed (the fee is burnt, the txid spent, no token moved).
+// Fee is what it burnt (nil in events written before it was recorded).
 type FailureReceipt struct {
-	BlockNumber int64  `json:"block_number"`
-	BlockTime   int64  `json:"block_time"` // ms, chain time
-	Result      string `json:"result"`     // java-tron contractResult, e.g. REVERT
+	BlockNumber int64     `json:"block_number"`
+	BlockTime   int64     `json:"block_time"` // ms, chain time
+	Result      string    `json:"result"`     // java-tron contractResult, e.g. REVERT
+	Fee         *ChainFee `json:"fee,omitempty"`
+}
+
+// Equal reports whether two receipts record the same facts.
+func (r FailureReceipt) Equal(o FailureReceipt) bool {
+	return r.BlockNumber == o.BlockNumber && r.BlockTime == o.BlockTime && r.Result == o.Result && r.Fee.Equal(o.Fee)
+}
+
+// check is what the values of a failing receipt can show: the result
+// proves a failure (never SUCCESS, DEFAULT or empty) and the solid block
+// is given. It returns the failure reason the result names.
+func (r FailureReceipt) check() (string, error) {
+	reason, ok := FailureReasonOf(r.Result)
+	switch {
+	case !ok:
+		return "", newError(CodeInvalidEvidence, "receipt.result", "%q does not prove a failure", r.Result)
+	case r.BlockNumber <= 0 || r.BlockTime <= 0:
+		return "", newError(CodeInvalidEvidence, "receipt.block_number", "the failing receipt's solid block is required")
+	case r.Fee != nil && (r.Fee.Sun < 0 || r.Fee.EnergyUsed < 0):
+		return "", newError(CodeInvalidEvidence, "receipt.fee", "negative")
+	}
+	return reason, nil
+}
+
+// clone copies r (nil stays nil), so an event never shares a caller's value.
+func (r *FailureReceipt) clone() *FailureReceipt {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Fee = r.Fee.clone()
+	return &c
+}
+
+func sameReceipt(a, b *FailureReceipt) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// ChainFee is what an included transaction burnt, from its receipt:
+// Sun is all the TRX burnt (java-tron's info.fee: energy not covered by
+// staking, bandwidth not covered by staking or the free allowance),
+// EnergyUsed its receipt's energy_usage_total. A failed receipt burns its
+// fee too.
+type ChainFee struct {
+	Sun        int64 `json:"sun"`
+	EnergyUsed int64 `json:"energy_used"`
+}
+
+func (f *ChainFee) clone() *ChainFee {
+	if f == nil {
+		return nil
+	}
+	c := *f
+	return &c
+}
+
+// Equal reports whether f and o are both nil or hold the same figures.
+func (f *ChainFee) Equal(o *ChainFee) bool {
+	if f == nil || o == nil {
+		return f == o
+	}
+	return *f == *o
 }
 
 // FailureReasonOf names the failure a receipt result proves: java-tron's
@@ -185,14 +255,13 @@ func checkFailureProof(w Withdrawal, ev Failed) error {
 		return newError(CodeInvalidEvidence, "evidence", "a failure is proven by a receipt or by a proof of death, not both")
 	case ev.Receipt != nil:
 		r := *ev.Receipt
-		reason, ok := FailureReasonOf(r.Result)
+		reason, err := r.check()
 		switch {
-		case !ok:
-			return newError(CodeInvalidEvidence, "receipt.result", "%q does not prove a failure", r.Result)
-		case reason != ev.Reason:
+		case err != nil:
+			return err
+		case reason != ev.Reason && ev.Reason != ReasonAttemptsExhausted:
+			// attempts_exhausted: the last attempt's receipt failed too.
 			return newError(CodeInvalidEvidence, "reason", "receipt %s proves %s, not %s", r.Result, reason, ev.Reason)
-		case r.BlockNumber <= 0 || r.BlockTime <= 0:
-			return newError(CodeInvalidEvidence, "receipt.block_number", "the failing receipt's solid block is required")
 		case ev.TxID != w.Envelope.TxID:
 			return newError(CodeInvalidEvidence, "txid", "the receipt must be the current envelope's")
 		}
@@ -201,4 +270,24 @@ func checkFailureProof(w Withdrawal, ev Failed) error {
 		return ev.Evidence.ProvesFor(w.Envelope)
 	}
 	return newError(CodeInvalidEvidence, "evidence", "a signed envelope fails only with a failing receipt or a proof of death (reason %s)", ev.Reason)
+}
+
+// checkRebuildProof is the proof a Rebuilt must carry: exactly one of the
+// proof of death of the current envelope and its failing receipt in a
+// solid block. A failing receipt proves the transaction was included and
+// moved nothing, and a txid is included at most once, so the envelope can
+// never pay; a SUCCESS receipt never allows a rebuild. It returns the
+// chain time (ms) the proof stands at: a new envelope must outlive it.
+func checkRebuildProof(w Withdrawal, ev Rebuilt) (int64, error) {
+	if ev.Receipt == nil {
+		return ev.Evidence.SolidBlockTime, ev.Evidence.ProvesFor(w.Envelope)
+	}
+	if !ev.Evidence.IsZero() {
+		return 0, newError(CodeInvalidEvidence, "evidence", "a rebuild is proven by a failing receipt or by a proof of death, not both")
+	}
+	if w.Signature == "" {
+		return 0, newError(CodeInvalidEvidence, "receipt", "an envelope that was never signed has no receipt")
+	}
+	_, err := ev.Receipt.check()
+	return ev.Receipt.BlockTime, err
 }

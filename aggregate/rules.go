@@ -190,7 +190,8 @@ func checkEvent(w Withdrawal, e Event) error {
 		if ev.Attempt != w.Attempt+1 {
 			return newError(CodeInvalidTransition, "attempt", "attempt %d after attempt %d", ev.Attempt, w.Attempt)
 		}
-		if err := ev.Evidence.ProvesFor(w.Envelope); err != nil {
+		provenAt, err := checkRebuildProof(w, ev)
+		if err != nil {
 			return err
 		}
 		if err := ev.Envelope.Check(); err != nil {
@@ -199,7 +200,7 @@ func checkEvent(w Withdrawal, e Event) error {
 		if w.KnowsTxID(ev.Envelope.TxID) {
 			return newError(CodeInvalidEnvelope, "envelope.txid", "txid %s was already used", ev.Envelope.TxID)
 		}
-		if ev.Envelope.Expiration <= ev.Evidence.SolidBlockTime {
+		if ev.Envelope.Expiration <= provenAt {
 			return newError(CodeInvalidEnvelope, "envelope.expiration", "the new envelope is already expired at the proof's chain time")
 		}
 	case EnvelopeReplaced:
@@ -224,6 +225,9 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 		if ev.Receipt != ReceiptSuccess || ev.BlockNumber <= 0 {
 			return newError(CodeInvalidEvent, "receipt", "a confirmation is a SUCCESS receipt in a block")
+		}
+		if ev.Fee != nil && (ev.Fee.Sun < 0 || ev.Fee.EnergyUsed < 0) {
+			return newError(CodeInvalidEvent, "fee", "negative")
 		}
 	case Failed:
 		if err := checkToken(CodeInvalidEvent, "reason", ev.Reason); err != nil {

@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"fmt"
+	"math/big"
 	"slices"
 	"time"
 )
@@ -52,6 +53,10 @@ type Withdrawal struct {
 	Sends      int        `json:"sends"` // intents recorded for the current attempt
 	Acceptance Acceptance `json:"acceptance"`
 	Retired    []Retired  `json:"retired"`
+	// Receipts are the receipts the chain gave its envelopes, oldest
+	// first: each failed one a rebuild or the failure recorded, and the
+	// confirmation's.
+	Receipts []ChainReceipt `json:"receipts,omitempty"`
 
 	Confirmation Confirmation `json:"confirmation"`
 
@@ -100,17 +105,19 @@ type Acceptance struct {
 	At     time.Time `json:"at"`
 }
 
-// Retired is an envelope that a rebuild replaced, with its proof of death,
-// or (Unsigned) one that was never signed and so needed none: retired by
-// the re-check before signing or replaced for another signer (Reason).
+// Retired is an envelope that a rebuild replaced, with its proof (the
+// proof of death, or its failing Receipt), or (Unsigned) one that was
+// never signed and so needed none: retired by the re-check before signing
+// or replaced for another signer (Reason).
 type Retired struct {
-	TxID       string    `json:"txid"`
-	Attempt    int       `json:"attempt"`
-	Evidence   Evidence  `json:"evidence"`
-	ReplacedBy string    `json:"replaced_by"`
-	Unsigned   bool      `json:"unsigned,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	At         time.Time `json:"at"`
+	TxID       string          `json:"txid"`
+	Attempt    int             `json:"attempt"`
+	Evidence   Evidence        `json:"evidence"`
+	Receipt    *FailureReceipt `json:"receipt,omitempty"`
+	ReplacedBy string          `json:"replaced_by"`
+	Unsigned   bool            `json:"unsigned,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 // Confirmation is the on-chain outcome (zero for internal settlements,
@@ -120,7 +127,36 @@ type Confirmation struct {
 	BlockNumber int64     `json:"block_number,omitempty"`
 	BlockTime   int64     `json:"block_time,omitempty"`
 	Receipt     string    `json:"receipt,omitempty"`
+	Fee         *ChainFee `json:"fee,omitempty"`
 	At          time.Time `json:"at"`
+}
+
+// ChainReceipt is one receipt the chain gave an envelope of the
+// withdrawal: Result SUCCESS for the confirmation, a failing result for
+// an envelope a rebuild or the failure retired. Fee is nil when the event
+// that recorded it predates fees being recorded.
+type ChainReceipt struct {
+	TxID        string    `json:"txid"`
+	Attempt     int       `json:"attempt"`
+	BlockNumber int64     `json:"block_number"`
+	BlockTime   int64     `json:"block_time"`
+	Result      string    `json:"result"`
+	Fee         *ChainFee `json:"fee,omitempty"`
+}
+
+// receipted appends a receipt of the current envelope.
+func (w *Withdrawal) receipted(r FailureReceipt) {
+	w.Receipts = append(slices.Clip(w.Receipts), ChainReceipt{
+		TxID: w.Envelope.TxID, Attempt: w.Attempt, BlockNumber: r.BlockNumber, BlockTime: r.BlockTime, Result: r.Result, Fee: r.Fee,
+	})
+}
+
+// retire records the current envelope as retired (r: its proof or reason)
+// and makes env, attempt, the current one: nothing of it is signed or sent.
+func (w *Withdrawal) retire(r Retired, attempt int, env Envelope) {
+	w.Retired = append(slices.Clip(w.Retired), r)
+	w.Attempt, w.Envelope = attempt, env
+	w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
 }
 
 // Exists reports whether the withdrawal has been requested.
@@ -320,11 +356,9 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
 		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
 	case EnvelopeReplaced:
-		w.Retired = append(slices.Clip(w.Retired), Retired{
+		w.retire(Retired{
 			TxID: ev.RetiredTxID, Attempt: w.Attempt, Unsigned: true, Reason: ev.Reason, ReplacedBy: ev.Envelope.TxID, At: ev.At,
-		})
-		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
-		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
+		}, ev.Attempt, ev.Envelope)
 	case Signed:
 		w.Signature = ev.Signature
 	case Broadcasting:
@@ -332,16 +366,21 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	case BroadcastAccepted:
 		w.Acceptance = Acceptance{Send: ev.Send, Result: ev.Result, At: ev.At}
 	case Rebuilt:
-		w.Retired = append(slices.Clip(w.Retired), Retired{
-			TxID: ev.RetiredTxID, Attempt: w.Attempt, Evidence: ev.Evidence, ReplacedBy: ev.Envelope.TxID, At: ev.At,
-		})
-		w.Attempt, w.Envelope = ev.Attempt, ev.Envelope
-		w.Signature, w.Sends, w.Acceptance = "", 0, Acceptance{}
+		if ev.Receipt != nil {
+			w.receipted(*ev.Receipt)
+		}
+		w.retire(Retired{
+			TxID: ev.RetiredTxID, Attempt: w.Attempt, Evidence: ev.Evidence, Receipt: ev.Receipt, ReplacedBy: ev.Envelope.TxID, At: ev.At,
+		}, ev.Attempt, ev.Envelope)
 	case Confirmed:
-		w.Confirmation = Confirmation{TxID: ev.TxID, BlockNumber: ev.BlockNumber, BlockTime: ev.BlockTime, Receipt: ev.Receipt, At: ev.At}
+		w.Confirmation = Confirmation{TxID: ev.TxID, BlockNumber: ev.BlockNumber, BlockTime: ev.BlockTime, Receipt: ev.Receipt, Fee: ev.Fee, At: ev.At}
+		w.receipted(FailureReceipt{BlockNumber: ev.BlockNumber, BlockTime: ev.BlockTime, Result: ev.Receipt, Fee: ev.Fee})
 		w.Claim = Claim{}
 	case Failed:
 		w.Reason, w.Detail = ev.Reason, ev.Detail
+		if ev.Receipt != nil {
+			w.receipted(*ev.Receipt)
+		}
 		w.Claim = Claim{}
 	}
 	w.State = to
@@ -447,6 +486,52 @@ type WithdrawalView struct {
 	ApprovedAt   *time.Time `json:"approved_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	RetiredTxIDs []string   `json:"retired_txids"`
+	// Receipts are the chain's receipts of its envelopes, oldest first
+	// (failed ones that a rebuild or the failure recorded, then the
+	// confirmation's), each with the fee it burnt; FeeBurnedTRX is their
+	// total fee, null when none records one.
+	Receipts     []ReceiptView `json:"receipts"`
+	FeeBurnedTRX *string       `json:"fee_burned_trx"`
+}
+
+// ReceiptView is one receipt in WithdrawalView: the fee fields are null
+// when the event that recorded the receipt predates fees being recorded.
+type ReceiptView struct {
+	TxID        string  `json:"txid"`
+	Attempt     int     `json:"attempt"`
+	Result      string  `json:"result"`
+	BlockNumber int64   `json:"block_number"`
+	BlockTime   int64   `json:"block_time"`
+	FeeSun      *int64  `json:"fee_sun"`
+	FeeTRX      *string `json:"fee_trx"`
+	EnergyUsed  *int64  `json:"energy_used"`
+}
+
+// sunDecimals is TRX's precision: 1 TRX = 10^6 sun.
+const sunDecimals = 6
+
+func trxString(sun int64) string { return newAmount(big.NewInt(sun), sunDecimals).String() }
+
+// receiptViews renders the receipts and their total fee.
+func receiptViews(rs []ChainReceipt) ([]ReceiptView, *string) {
+	out := make([]ReceiptView, 0, len(rs))
+	var total int64
+	known := false
+	for _, r := range rs {
+		v := ReceiptView{TxID: r.TxID, Attempt: r.Attempt, Result: r.Result, BlockNumber: r.BlockNumber, BlockTime: r.BlockTime}
+		if r.Fee != nil {
+			sun, energy, trx := r.Fee.Sun, r.Fee.EnergyUsed, trxString(r.Fee.Sun)
+			v.FeeSun, v.EnergyUsed, v.FeeTRX = &sun, &energy, &trx
+			total += sun
+			known = true
+		}
+		out = append(out, v)
+	}
+	if !known {
+		return out, nil
+	}
+	t := trxString(total)
+	return out, &t
 }
 
 // View renders the withdrawal for the API.
@@ -459,6 +544,7 @@ func (w Withdrawal) View() WithdrawalView {
 		Terminal: w.Terminal(), Reserved: w.Reserved, RequestedAt: w.RequestedAt,
 		UpdatedAt: w.UpdatedAt, RetiredTxIDs: w.RetiredTxIDs(),
 	}
+	v.Receipts, v.FeeBurnedTRX = receiptViews(w.Receipts)
 	if w.Envelope.TxID != "" {
 		txid := w.Envelope.TxID
 		v.TxID = &txid

@@ -287,27 +287,36 @@ type BroadcastAccepted struct {
 	At      time.Time `json:"at"`
 }
 
-// Rebuilt retires the current envelope, with its proof of death, and writes
-// ahead a new one (attempt + 1): signed/broadcasting/broadcast → signing.
-// It is the only event that retires a txid, so no txid is ever retired
-// without evidence.
+// Rebuilt retires the current envelope, with its proof, and writes ahead a
+// new one (attempt + 1): signed/broadcasting/broadcast → signing. It is the
+// only event that retires a signed txid, so no txid is ever retired without
+// evidence. The proof is exactly one of: Evidence, the chain-time proof of
+// death (the envelope can never be included), or Receipt, the failing
+// receipt of the envelope in a solid block (it was included, burnt its fee
+// and moved no token; a txid is included at most once). Events written
+// before failed receipts were rebuilt always carry Evidence.
 type Rebuilt struct {
-	Attempt     int       `json:"attempt"`
-	RetiredTxID string    `json:"retired_txid"`
-	Evidence    Evidence  `json:"evidence"`
-	Envelope    Envelope  `json:"envelope"`
-	At          time.Time `json:"at"`
+	Attempt     int             `json:"attempt"`
+	RetiredTxID string          `json:"retired_txid"`
+	Evidence    Evidence        `json:"evidence,omitzero"`
+	Receipt     *FailureReceipt `json:"receipt,omitempty"`
+	Envelope    Envelope        `json:"envelope"`
+	At          time.Time       `json:"at"`
 }
 
 // Confirmed records inclusion in a solid block with a successful receipt
 // (broadcast → confirmed, or broadcasting → confirmed: a solid block that
 // includes the txid is a stronger word than any acceptance, which a
 // worker then need not write). BlockTime is chain time in ms.
+//
+// Fee is what the transaction burnt, from its receipt (nil in events
+// written before it was recorded).
 type Confirmed struct {
 	TxID        string    `json:"txid"`
 	BlockNumber int64     `json:"block_number"`
 	BlockTime   int64     `json:"block_time"`
 	Receipt     string    `json:"receipt"`
+	Fee         *ChainFee `json:"fee,omitempty"`
 	At          time.Time `json:"at"`
 }
 
