@@ -321,7 +321,7 @@ func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Ad
 // has already passed its expiration, in which case sending is pointless
 // and only the proof of death can move it on.
 func (wk *Worker) sendFirst(ctx context.Context, f *flight) (stepResult, error) {
-	head, _, err := wk.view.tapos(ctx, wk.cfg.Node, wk.nodeCtx)
+	head, err := wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
 	if err != nil {
 		return stepWait, err
 	}

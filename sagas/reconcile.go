@@ -55,8 +55,15 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 		}
 		if wait {
 			// Until it is in a block: is it still in the pool? (A pool
-			// drops transactions; a dropped one is resent.) Once in a
-			// block, the scan alone watches for it to become solid.
+			// drops transactions; a dropped one is resent.) Asked only
+			// once the chain had time to include it, so a transaction
+			// that lands at once is found by the scan without a call of
+			// its own. Once in a block, the scan alone watches for it to
+			// become solid.
+			due, err := wk.dropCheckDue(ctx, f, txid)
+			if err != nil || !due {
+				return stepWait, err
+			}
 			st, err := wk.lookup(ctx, txid)
 			if err != nil {
 				return stepWait, err
@@ -86,6 +93,44 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 		return stepWait, nil // pending, or in a block that is not solid yet
 	}
 	return wk.resendOrProve(ctx, f)
+}
+
+// dropCheckBlocks is how many head blocks past a worker's send of a
+// transaction it waits before asking the node by txid whether the
+// transaction is still in the pool (it normally lands in the next block,
+// where the block scan finds it). Far below an envelope's life (60 s of
+// chain time is 20 blocks), so a dropped transaction is still resent in
+// time.
+const dropCheckBlocks = 3
+
+// dropCheckDue reports whether to ask the node by txid about an accepted
+// transaction the block scan has not found yet: once dropCheckBlocks heads
+// have passed since this worker's last send of it, then at most once per
+// head block. The head is the round's (read once per round for every
+// withdrawal of the round). A worker that does not remember the send asks
+// at once.
+func (wk *Worker) dropCheckDue(ctx context.Context, f *flight, txid string) (bool, error) {
+	m := f.mem()
+	sent, ok := m.sentAt[txid]
+	if !ok {
+		return true, nil
+	}
+	due := sent + dropCheckBlocks
+	if last, ok := m.askedAt[txid]; ok {
+		due = max(due, last+1)
+	}
+	head := wk.view.known()
+	if head.Number < due {
+		var err error
+		if head, err = wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx); err != nil {
+			return false, err
+		}
+		if head.Number < due {
+			return false, nil
+		}
+	}
+	m.askedAt[txid] = head.Number
+	return true, nil
 }
 
 // settle records the outcome of the current envelope, included in a solid

@@ -179,34 +179,65 @@ func (cw *chainWatch) follow(ctx context.Context, node tron.Node, callCtx func(c
 // it drives in that round, not read per withdrawal. A view a round old is
 // a little behind the chain, which only makes an envelope expire a little
 // earlier and a first send's head a lower bound (see chainWatch.watch).
+// The head and the reference block are read separately, each only when a
+// withdrawal of the round needs it: a round that only sends or waits
+// reads no reference block.
 type chainView struct {
-	mu        sync.Mutex
-	head, ref tron.BlockHeader
-	fresh     bool
+	mu                  sync.Mutex
+	head, ref           tron.BlockHeader
+	headFresh, refFresh bool
 }
 
-// expire makes the next tapos read the node again.
+// expire makes the next reads ask the node again.
 func (v *chainView) expire() {
 	v.mu.Lock()
-	v.fresh = false
+	v.headFresh, v.refFresh = false, false
 	v.mu.Unlock()
 }
 
-// tapos returns the round's head and reference block, reading them once.
+// tapos returns the round's head and reference block, reading each once.
 func (v *chainView) tapos(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (head, ref tron.BlockHeader, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.fresh {
-		return v.head, v.ref, nil
+	if head, err = v.headLocked(ctx, node, callCtx); err != nil {
+		return head, ref, err
+	}
+	if v.refFresh {
+		return head, v.ref, nil
 	}
 	nctx, cancel := callCtx(ctx)
 	defer cancel()
-	if head, err = node.Head(nctx); err != nil {
-		return head, ref, fmt.Errorf("head: %w", err)
-	}
 	if ref, err = node.RefBlock(nctx); err != nil {
 		return head, ref, fmt.Errorf("reference block: %w", err)
 	}
-	v.head, v.ref, v.fresh = head, ref, true
+	v.ref, v.refFresh = ref, true
 	return head, ref, nil
+}
+
+// headNow returns the round's head, reading it once.
+func (v *chainView) headNow(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (tron.BlockHeader, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.headLocked(ctx, node, callCtx)
+}
+
+// known returns the latest head read, fresh or not (zero before any).
+func (v *chainView) known() tron.BlockHeader {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.head
+}
+
+func (v *chainView) headLocked(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (tron.BlockHeader, error) {
+	if v.headFresh {
+		return v.head, nil
+	}
+	nctx, cancel := callCtx(ctx)
+	defer cancel()
+	head, err := node.Head(nctx)
+	if err != nil {
+		return head, fmt.Errorf("head: %w", err)
+	}
+	v.head, v.headFresh = head, true
+	return head, nil
 }

@@ -38,9 +38,10 @@ func TestConfirmationFollowsTheSolidBlocksNotEachTxid(t *testing.T) {
 	if calls[tron.NodeSolidLookup] != 0 {
 		t.Fatalf("%d solid lookups by txid; the block scan should have answered", calls[tron.NodeSolidLookup])
 	}
-	// By txid only until each is in a block (pending right after the send,
-	// included a block later), not for the ~20 blocks to solidity.
-	if calls[tron.NodeLookup] > 2*len(ids) {
+	// By txid once each (is it still in the pool?), when the chain has had
+	// a few blocks to include it — not right after the send, when it can
+	// only be pending, and not for the ~20 blocks to solidity.
+	if calls[tron.NodeLookup] > len(ids) {
 		t.Fatalf("%d lookups by txid for %d withdrawals", calls[tron.NodeLookup], len(ids))
 	}
 	// The head and the reference block (TAPoS) are read once per round and
@@ -70,4 +71,41 @@ func (c *countingInfos) SolidTxInfosByBlockNum(ctx context.Context, num int64) (
 		c.mu.Unlock()
 	}
 	return infos, err
+}
+
+// Issue 12: on a chain that includes and solidifies a transaction in the
+// next block, the block scan finds every accepted transaction before the
+// drop check is due: the worker makes one Broadcast per withdrawal and no
+// lookup by txid at all, and the head, reference block and scan calls
+// are per round, shared by every withdrawal in flight.
+func TestAcceptedTransactionsCostOneBroadcastEachAndNoLookup(t *testing.T) {
+	r := newBCRig(t, func(c *tron.SimConfig) { c.Instant = true })
+	ids := r.readyMany("one-call", 16)
+	var mu sync.Mutex
+	calls := map[tron.NodeMethod]int{}
+	r.node.Before = func(_ context.Context, m tron.NodeMethod) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[m]++
+		return nil
+	}
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 16 })
+	r.until(20, r.allTerminal(ids), w1)
+	r.allPaidOnce(ids)
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, c := range calls {
+		total += c
+	}
+	t.Logf("node calls: %v (%.2f per withdrawal)", calls, float64(total)/float64(len(ids)))
+	if calls[tron.NodeBroadcast] != len(ids) {
+		t.Fatalf("%d broadcasts for %d withdrawals", calls[tron.NodeBroadcast], len(ids))
+	}
+	if calls[tron.NodeLookup]+calls[tron.NodeSolidLookup] != 0 {
+		t.Fatalf("%d lookups and %d solid lookups by txid; the block scan should have answered", calls[tron.NodeLookup], calls[tron.NodeSolidLookup])
+	}
+	if per := float64(total) / float64(len(ids)); per > 1.5 {
+		t.Fatalf("%.2f node calls per withdrawal, want ≤ 1.5", per)
+	}
 }

@@ -220,10 +220,13 @@ type txMemory struct {
 	// found. A worker that lost it reconciles by txid (and records the
 	// acceptance it finds), as after any crash.
 	accepted map[string]string
-	// seen: txids a lookup found pending or included since this worker's
-	// send; until then the worker asks after each of its visits (was the
-	// transaction dropped?), after it only the block scan does.
-	seen map[string]bool
+	// seen: txids a lookup found included since this worker's send; until
+	// then the worker asks (was the transaction dropped?) once
+	// dropCheckBlocks heads have passed since its send and then at most
+	// once per head block (askedAt: the head of the last ask); after it
+	// only the block scan does.
+	seen    map[string]bool
+	askedAt map[string]int64
 }
 
 // mem returns the flight's txid memory, making it on first use.
@@ -232,6 +235,7 @@ func (f *flight) mem() *txMemory {
 		f.txs = &txMemory{
 			sentAt: map[string]int64{}, rejected: map[string]tron.BroadcastResult{},
 			scans: map[string]*expiryScan{}, accepted: map[string]string{}, seen: map[string]bool{},
+			askedAt: map[string]int64{},
 		}
 	}
 	return f.txs
@@ -250,6 +254,7 @@ func (f *flight) forget(txid string) {
 	delete(f.txs.scans, txid)
 	delete(f.txs.accepted, txid)
 	delete(f.txs.seen, txid)
+	delete(f.txs.askedAt, txid)
 }
 
 // NewWorker validates cfg (filling defaults) and returns a worker.
