@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/sagas/audit"
+	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
 
@@ -71,6 +73,14 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"with a reachable --tron-node, that confirmed txids are on chain with SUCCESS in the\n"+
 			"block recorded, no retired txid is, and every proof of death or failure holds on the\n"+
 			"solid blocks it cites. ID prints the withdrawal's timeline; --all checks everything.\n"+
+			"The node must serve the chain the log was written on: the blocks the log's envelopes were\n"+
+			"built on carry the ids the log recorded, and block 0 is --expect-genesis when given; another\n"+
+			"chain is a violation and nothing else is asked of it. With --all, the chain side: every\n"+
+			"successful USDT transfer out of a hot wallet (every one the log's configuration named, and\n"+
+			"--hot-wallet) in solid blocks --from-block..--to-block (default: the first block the log\n"+
+			"names to the solid head) must be a confirmed withdrawal (txid, payee, amount) — otherwise\n"+
+			"\"paid outside weir or log lost events\" — and every confirmed withdrawal recorded in the\n"+
+			"range must be among them. A node that cannot answer leaves a note (chain unavailable).\n"+
 			"An event that cannot be read, a broken back-pointer or a version gap is a violation named\n"+
 			"by its stream sequence; the audit goes on with everything else. ID also runs the checks\n"+
 			"across streams that concern it (its txids written by no other withdrawal, no reservation\n"+
@@ -86,6 +96,10 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	solidityNode := fs.String("tron-solidity-node", "", "endpoint serving /walletsolidity/* (default: the --tron-node URL)")
 	apiKey := fs.String("tron-api-key", "", "API key sent to the node as TRON-PRO-API-KEY (TronGrid); never printed")
 	nodeTimeout := fs.Duration("node-timeout", 5*time.Second, "timeout of each node call")
+	expectGenesis := fs.String("expect-genesis", "", `id of the chain's block 0 the node must serve (64 hex digits, or "mainnet"); "" checks the chain by the blocks the log's envelopes were built on only`)
+	fromBlock := fs.Int64("from-block", 0, "chain side (--all): first solid block to scan (0: the first block the log names)")
+	toBlock := fs.Int64("to-block", 0, "chain side (--all): last solid block to scan (0: the node's solid head)")
+	hotWallets := fs.String("hot-wallet", "", "chain side: more hot-wallet addresses to list transfers of, comma-separated (the log's configuration names the others)")
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "NATS connect timeout")
 	asJSON := fs.Bool("json", false, "print a machine-readable report")
@@ -99,6 +113,28 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr)
 		fs.Usage()
 		return errUsage
+	}
+
+	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace, FromBlock: *fromBlock, ToBlock: *toBlock}
+	if *expectGenesis != "" {
+		if opts.ExpectGenesis, err = audit.ParseGenesis(*expectGenesis); err != nil {
+			fmt.Fprintf(stderr, "weir audit: --expect-genesis: %v\n", err)
+			return errUsage
+		}
+	}
+	if *fromBlock < 0 || *toBlock < 0 || (*toBlock > 0 && *fromBlock > *toBlock) {
+		fmt.Fprintf(stderr, "weir audit: --from-block %d --to-block %d is not a block range\n", *fromBlock, *toBlock)
+		return errUsage
+	}
+	for w := range strings.SplitSeq(*hotWallets, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		if _, err := tron.ParseAddress(w); err != nil {
+			fmt.Fprintf(stderr, "weir audit: --hot-wallet %q: %v\n", w, err)
+			return errUsage
+		}
+		opts.HotWallets = append(opts.HotWallets, w)
 	}
 
 	// A permission the server refuses surfaces as an asynchronous error,
@@ -140,7 +176,6 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return couldNotRun(err)
 	}
-	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace}
 	if *node != "" {
 		opts.Node = tronhttp.New(tronhttp.Config{URL: *node, SolidityURL: *solidityNode, APIKey: *apiKey})
 	}
@@ -166,6 +201,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printAuditReport(stdout, rep)
 	}
 	if !rep.OK {
+		if rep.Chain.Identity == "mismatch" {
+			fmt.Fprintf(stderr, "weir audit: not the expected chain: %s\n", rep.Chain.Note)
+		}
 		if !*asJSON {
 			fmt.Fprintf(stderr, "weir audit: %d violation(s)\n", len(rep.Violations))
 		}
@@ -203,6 +241,7 @@ func printAuditReport(out io.Writer, r *audit.Report) {
 	} else {
 		fmt.Fprintf(out, "chain: %s\n", r.Chain.Note)
 	}
+	printChainSide(out, r.Chain)
 	printFindings := func(label string, fs []audit.Finding) {
 		for _, f := range fs {
 			fmt.Fprintf(out, "%s %s [%s]: %s\n", label, f.Where(), f.Check, f.What)
@@ -215,6 +254,35 @@ func printAuditReport(out io.Writer, r *audit.Report) {
 		fmt.Fprintf(out, "OK: every check holds (%d warning(s))\n", len(r.Warnings))
 	} else {
 		fmt.Fprintf(out, "FAILED: %d violation(s), %d warning(s)\n", len(r.Violations), len(r.Warnings))
+	}
+}
+
+// printChainSide says which chain the node serves and what the chain side
+// found.
+func printChainSide(out io.Writer, c audit.ChainSummary) {
+	if c.Genesis != "" || c.Identity != "" {
+		how := map[string]string{
+			"genesis":            "block 0 is the expected genesis",
+			"log blocks":         "the blocks the log's envelopes were built on match",
+			"genesis+log blocks": "block 0 is the expected genesis and the blocks the log's envelopes were built on match",
+			"unchecked":          "unchecked: the log names no block on it and no --expect-genesis was given",
+			"mismatch":           "ANOTHER CHAIN",
+			"unknown":            "unknown: the node did not tell its genesis",
+		}[c.Identity]
+		fmt.Fprintf(out, "chain identity: genesis %s: %s\n", cmp.Or(c.Genesis, "-"), cmp.Or(how, c.Identity))
+	}
+	if !c.Checked {
+		return
+	}
+	if c.FromBlock == 0 && c.ToBlock == 0 {
+		fmt.Fprintf(out, "chain side: %s\n", c.ChainSideNote)
+		return
+	}
+	fmt.Fprintf(out, "chain side: blocks %d..%d (%d read) of hot wallet(s) %s: %d USDT transfer(s), %d matched, %d unmatched, %d in flight; %d confirmed withdrawal(s) not found on chain, %d recorded outside the range\n",
+		c.FromBlock, c.ToBlock, c.CheckedBlocks, strings.Join(c.HotWallets, ", "), c.Transfers, c.Matched, len(c.UnmatchedTransfers), c.InFlight,
+		len(c.UnmatchedWithdrawals), c.OutsideRange)
+	if c.ChainSideNote != "" {
+		fmt.Fprintf(out, "chain side: %s\n", c.ChainSideNote)
 	}
 }
 

@@ -36,21 +36,32 @@ const chainParallelism = 8
 //
 // An unreachable node is a note and the checks are skipped: the audit of
 // the log stands on its own.
-func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, timeout time.Duration, was []*Replay, prog Progress) ChainSummary {
-	sum := ChainSummary{Node: url}
+//
+// Before any of it, the node must serve the chain the log was written
+// against (checkIdentity); a node of another chain is a violation and
+// nothing is asked of it. It returns the summary and the withdrawals
+// whose facts this chain can hold (those requested before its genesis
+// are left out, "chain unavailable").
+func (a *auditor) checkChain(ctx context.Context, opts Options, was []*Replay) (ChainSummary, []*Replay) {
+	node, url, timeout, prog := opts.Node, opts.NodeURL, opts.NodeTimeout, opts.Progress
+	sum := ChainSummary{Node: url, UnmatchedTransfers: []ChainTransferRecord{}, UnmatchedWithdrawals: []MissingTransfer{}}
 	if node == nil {
 		sum.Note = "no node given: chain checks skipped"
-		return sum
+		return sum, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	solid, err := node.SolidHead(pctx)
 	cancel()
 	if err != nil {
 		sum.Note = fmt.Sprintf("tron node %s unreachable (%v): chain checks skipped", url, err)
-		return sum
+		return sum, nil
 	}
-	sum.Checked, sum.SolidBlock = true, solid.Number
+	sum.SolidBlock = solid.Number
 	was = a.withoutPredating(ctx, node, timeout, was, &sum)
+	if !a.checkIdentity(ctx, opts, solid.Number, was, &sum) {
+		return sum, nil
+	}
+	sum.Checked = true
 
 	var items []chainItem
 	for _, wa := range was {
@@ -134,7 +145,7 @@ func (a *auditor) checkChain(ctx context.Context, node tron.Node, url string, ti
 	if sum.Unavailable > 0 {
 		sum.Note = strings.TrimPrefix(sum.Note+fmt.Sprintf("; chain unavailable for %d withdrawal(s) requested before the node's chain began (see notes)", sum.Unavailable), "; ")
 	}
-	return sum
+	return sum, was
 }
 
 // withoutPredating leaves out the withdrawals requested before the chain
@@ -154,6 +165,7 @@ func (a *auditor) withoutPredating(ctx context.Context, node tron.Node, timeout 
 	if err != nil {
 		return was
 	}
+	sum.Genesis = g.IDHex()
 	start := g.Time()
 	kept := make([]*Replay, 0, len(was))
 	skipped := 0

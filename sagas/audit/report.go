@@ -98,6 +98,44 @@ type ChainSummary struct {
 	// Unavailable counts the withdrawals requested before the node's chain
 	// began: "chain unavailable", noted and not checked.
 	Unavailable int `json:"chain_unavailable,omitempty"`
+
+	// Which chain the node serves: its genesis block id, the one expected
+	// (--expect-genesis), and how the chain was identified: "genesis" (the
+	// expected genesis), "log blocks" (the blocks the log's envelopes
+	// were built on carry the ids the log recorded), both joined by "+",
+	// "unchecked" (nothing to compare), "mismatch" (another chain: a
+	// violation, and no chain check ran) or "unknown" (a genesis was
+	// expected and the node did not tell its own).
+	Genesis         string `json:"genesis,omitempty"`
+	ExpectedGenesis string `json:"expected_genesis,omitempty"`
+	Identity        string `json:"chain_identity,omitempty"`
+
+	// The chain side (scope "all"): every USDT transfer out of HotWallets
+	// in solid blocks FromBlock..ToBlock matched to a confirmed withdrawal,
+	// and the reverse. TwoSided: the whole range was read and matched.
+	TwoSided      bool     `json:"two_sided"`
+	ChainSideNote string   `json:"chain_side_note,omitempty"`
+	HotWallets    []string `json:"hot_wallets,omitempty"`
+	FromBlock     int64    `json:"chain_from_block,omitempty"`
+	ToBlock       int64    `json:"chain_to_block,omitempty"`
+	CheckedBlocks int      `json:"chain_checked_blocks"`
+	UnreadBlocks  int      `json:"chain_unread_blocks,omitempty"`
+	// Transfers counts the successful USDT transfers out of a hot wallet in
+	// the range; Matched those matching a confirmed withdrawal (txid,
+	// payee, amount); InFlight those whose withdrawal is not confirmed in
+	// the log yet; FailedTransfers the hot wallet's transactions in the
+	// range with a failed receipt (they moved nothing).
+	Transfers       int `json:"chain_transfers"`
+	Matched         int `json:"matched_chain_transfers"`
+	InFlight        int `json:"chain_in_flight,omitempty"`
+	FailedTransfers int `json:"chain_failed_transfers,omitempty"`
+	// UnmatchedTransfers are transfers no confirmed withdrawal names (paid
+	// outside weir, or the log lost events); UnmatchedWithdrawals the
+	// confirmed withdrawals recorded in the range whose transfer is not
+	// there; OutsideRange counts confirmed withdrawals recorded outside it.
+	UnmatchedTransfers   []ChainTransferRecord `json:"unmatched_chain_transfers"`
+	UnmatchedWithdrawals []MissingTransfer     `json:"unmatched_withdrawals"`
+	OutsideRange         int                   `json:"confirmed_outside_range,omitempty"`
 }
 
 // Replay is one withdrawal stream replayed, with its timeline and findings.

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-payouts/weir/sagas/audit"
+	"github.com/weir-payouts/weir/tron"
+	"github.com/weir-payouts/weir/tron/tronhttp"
+)
+
+// TestAuditReconcilesTheChainBothWays runs `weir serve` (dev mode: the
+// simulated node behind its java-tron HTTP API) as a real process, pays a
+// withdrawal, and audits over HTTP: the chain side matches the payment,
+// the expected genesis holds and another one is refused (exit 1, named on
+// stderr); then the hot wallet's key pays on chain without weir, and the
+// audit names that transfer and exits 1.
+func TestAuditReconcilesTheChainBothWays(t *testing.T) {
+	data := t.TempDir()
+	p := startServe(t, "--data", data)
+	c := httpClient{t: t, base: p.httpURL}
+	const id = "7a2d3b4c-5e6f-4a70-8b91-a2b3c4d5e6f7"
+	if code, _, body := c.do("POST", "/v1/accounts/acme/credits", "dev-olivia-token", `{"credit_id":"recon-1","amount":"100"}`); code != 201 {
+		t.Fatalf("credit: %d %v", code, body)
+	}
+	if code, _, body := c.do("POST", "/v1/withdrawals", "dev-alice-token", `{"operation_id":"`+id+`","account":"acme","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"10","asset":"USDT-TRC20"}`); code != 201 {
+		t.Fatalf("request: %d %v", code, body)
+	}
+	if code, _, body := c.do("POST", "/v1/withdrawals/"+id+"/approve", "dev-bob-token", ""); code != 200 {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
+
+	node := tronhttp.New(tronhttp.Config{URL: p.tronURL})
+	g, err := node.Genesis(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditArgs := func(extra ...string) []string {
+		return append([]string{"audit", "--all", "--nats-url", p.natsURL, "--token", "dev-olivia-token",
+			"--event-key", filepath.Join(data, "event.key"), "--tron-node", p.tronURL}, extra...)
+	}
+
+	code, out, errOut := runWeir(t, auditArgs("--expect-genesis", g.IDHex())...)
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "clean audit", out, "chain identity: genesis "+g.IDHex()+": block 0 is the expected genesis and the blocks the log's envelopes were built on match",
+		"USDT transfer(s), 1 matched, 0 unmatched", "OK: every check holds")
+
+	code, out, errOut = runWeir(t, auditArgs("--expect-genesis", "mainnet")...)
+	wantCode(t, code, 1, out, errOut)
+	wantContains(t, "wrong genesis", out, "ANOTHER CHAIN", "[chain_identity]")
+	wantContains(t, "wrong genesis stderr", errOut, "weir audit: not the expected chain: the node at "+p.tronURL+" serves the chain whose genesis block is "+g.IDHex()+", not the expected "+tron.MainnetGenesisID)
+
+	// The hot wallet's key pays on chain, not through weir.
+	signer, err := tron.NewKeySigner(devSigningKey[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := node.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := node.RefBlock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := tron.BuildTransfer(tron.TransferParams{Owner: signer.Address(), To: tron.MustParseAddress("TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"),
+		Amount: big.NewInt(2_500_000), RefBlock: ref, Timestamp: head.Timestamp, Expiration: head.Timestamp + 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := tron.SignEnvelope(t.Context(), signer, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := node.Broadcast(t.Context(), tx); err != nil || !res.IsAccepted() {
+		t.Fatalf("broadcast: %v %v", res, err)
+	}
+	var st tron.TxStatus
+	for deadline := time.Now().Add(30 * time.Second); st.State != tron.TxIncluded; time.Sleep(20 * time.Millisecond) {
+		if st, err = node.SolidLookup(t.Context(), tx.TxID()); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the outside payment never became solid: %v %v", st, err)
+		}
+	}
+
+	code, out, errOut = runWeir(t, auditArgs()...)
+	wantCode(t, code, 1, out, errOut)
+	wantContains(t, "outside payment", out, "VIOLATION store [chain_side]: paid outside weir or log lost events: txid "+env.TxIDHex()+
+		" in block "+itoa(uint64(st.BlockNumber))+" moved 2.5 USDT from hot wallet "+signer.Address().String(), "1 unmatched")
+
+	code, out, errOut = runWeir(t, auditArgs("--json")...)
+	wantCode(t, code, 1, out, errOut)
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	u := rep.Chain.UnmatchedTransfers
+	if len(u) != 1 || u[0].TxID != env.TxIDHex() || u[0].Block != st.BlockNumber || u[0].AmountUnits != "2500000" ||
+		rep.Chain.Matched != 1 || rep.Chain.CheckedBlocks == 0 || !rep.Chain.TwoSided || !strings.Contains(out, `"chain_checked_blocks"`) {
+		t.Fatalf("chain side in --json: %+v", rep.Chain)
+	}
+}
+
+// TestAuditRefusesABadChainRange: flags that name no block range, no
+// genesis id or no address are usage errors, not audits.
+func TestAuditRefusesABadChainRange(t *testing.T) {
+	for _, args := range [][]string{
+		{"--from-block", "10", "--to-block", "5"},
+		{"--from-block", "-1"},
+		{"--expect-genesis", "00ff"},
+		{"--hot-wallet", "not-an-address"},
+	} {
+		code, out, errOut := runWeir(t, append([]string{"audit", "--all", "--nats-url", "nats://127.0.0.1:1"}, args...)...)
+		wantCode(t, code, 2, out, errOut)
+		wantContains(t, strings.Join(args, " "), errOut, "weir audit: "+args[0])
+	}
+}
