@@ -6,7 +6,9 @@
 // It also holds the node wrappers tests put in front of a SimNode: Lagging
 // (a backend that has seen the chain only up to some blocks ago) and
 // Balanced (a load balancer routing each call, deterministically, to one of
-// several backends), for the proofs that must hold behind hosted endpoints;
+// several backends), for the proofs that must hold behind hosted endpoints
+// (both also read wallets and blocks, tron.WalletReader and
+// tron.ChainReader, so the hot-wallet monitor and the audit run behind them);
 // and LoadVectors, the one loader of the real transactions in
 // testdata/tron/transactions.json for the tron and cmd/weir tests.
 //
