@@ -29,6 +29,10 @@
 //     mainnet does (sim_wallet.go names its figures), so failed receipts
 //     and drained wallets can be tested.
 //
+//   - Keeping a simulated chain across restarts (sim_persist.go):
+//     MarshalState/LoadSimNode and SaveFile (atomic, 0600)/LoadSimNodeFile,
+//     which refuses a file it cannot read rather than starting over.
+//
 //   - Observed: one wrapper that watches every Node call (per-worker counts,
 //     before/after hooks) for the demo, the bench and tests.
 //

@@ -119,6 +119,7 @@ type SimNode struct {
 	byBlock      map[int64][]*simTx // included, by block number, in inclusion order
 	log          []BroadcastRecord
 	blockChanged chan struct{} // closed and replaced at every new block
+	changes      uint64        // state changes so far (Changes)
 }
 
 type simTx struct {

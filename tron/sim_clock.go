@@ -111,6 +111,7 @@ func (s *SimNode) produce() {
 	clear(s.pool[len(kept):])
 	s.pool = kept
 	s.head = n
+	s.changes++
 	close(s.blockChanged)
 	s.blockChanged = make(chan struct{})
 }

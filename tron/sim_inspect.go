@@ -135,6 +135,7 @@ func (s *SimNode) Balance(a Address) *big.Int {
 func (s *SimNode) SetBalance(a Address, amount *big.Int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes++
 	if s.balances == nil {
 		s.balances = map[Address]*big.Int{}
 	}

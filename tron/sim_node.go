@@ -58,6 +58,7 @@ func (s *SimNode) Broadcast(ctx context.Context, tx SignedTx) (BroadcastResult, 
 	}
 	rec.Code, rec.TimedOut = res.Code, err != nil
 	s.log = append(s.log, rec)
+	s.changes++
 	return res, err
 }
 

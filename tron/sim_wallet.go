@@ -226,6 +226,7 @@ func (s *SimNode) Fund(a Address, usdt *big.Int, trxSun int64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes++
 	if usdt != nil && usdt.Sign() > 0 {
 		if s.balances == nil {
 			s.balances = map[Address]*big.Int{}
@@ -246,6 +247,7 @@ func (s *SimNode) Fund(a Address, usdt *big.Int, trxSun int64) error {
 func (s *SimNode) SetTRX(a Address, sun int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes++
 	if s.trx == nil {
 		s.trx = map[Address]int64{}
 	}
@@ -264,6 +266,7 @@ func (s *SimNode) TRX(a Address) int64 {
 func (s *SimNode) Stake(a Address, energy, bandwidth int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changes++
 	acct := s.account(a)
 	acct.energyLimit, acct.netLimit = max(energy, 0), max(bandwidth, 0)
 }

@@ -54,6 +54,7 @@ type engine struct {
 	webhooks        *webhook.Service
 	webhookOutcomes *prometheus.CounterVec
 	sim             *tron.SimNode // nil with --tron-node
+	simPath         string        // where sim is kept ("" when not kept)
 	node            tron.Node
 	nodeMetrics     *nodeMetrics
 	httpSrv         *http.Server
@@ -322,10 +323,19 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		if err := simCfg.Validate(); err != nil {
 			return nil, err
 		}
-		e.sim = tron.NewSimNode(simCfg)
-		e.node = e.sim
-		if err := fundSimWallet(e.sim, signer.Address(), cfg.SimWalletUSDT, cfg.SimWalletTRX); err != nil {
+		e.simPath = simChainPath(cfg)
+		if e.sim, err = openSimChain(e.simPath, simCfg, signer.Address(), func(sim *tron.SimNode) error {
+			return fundSimWallet(sim, signer.Address(), cfg.SimWalletUSDT, cfg.SimWalletTRX)
+		}, log); err != nil {
 			return nil, err
+		}
+		e.node = e.sim
+		if e.simPath != "" {
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				runSimSaver(ctx, e.sim, e.simPath, 0, simSaveTick, log)
+			}()
 		}
 		e.wg.Add(1)
 		go func() {
@@ -526,6 +536,13 @@ func (e *engine) Close(ctx context.Context) error {
 		}
 		if e.tronSrv != nil {
 			_ = e.tronSrv.Shutdown(ctx)
+		}
+		// Nothing moves the simulated chain any more: keep its last state.
+		if e.sim != nil && e.simPath != "" {
+			if saveErr := e.sim.SaveFile(e.simPath); saveErr != nil {
+				e.log.Error("simulated chain not saved at shutdown", "err", saveErr)
+				err = errors.Join(err, saveErr)
+			}
 		}
 		for _, nc := range e.conns {
 			_ = nc.Drain()

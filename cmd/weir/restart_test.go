@@ -15,10 +15,8 @@ import (
 // account balance are all there, and the approval then pays it.
 func TestWithdrawalAndReservationSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := serveConfig{
-		Data: dir, HTTP: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", Sync: "always", Workers: 1,
-		TronHTTP: "", SimBlockInterval: 10 * time.Millisecond, SimSolidityLag: 1, DailyLimit: "0", LogLevel: "warn",
-	}
+	cfg := devRestartConfig(dir)
+	cfg.TronHTTP = ""
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
 	const id = "5e0b7c1a-1111-4222-8333-000000000001"
@@ -28,13 +26,7 @@ func TestWithdrawalAndReservationSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := httpClient{t: t, base: "http://" + eng.httpAddr}
-	if code, _, body := c.do("POST", "/v1/accounts/keep/credits", "dev-olivia-token", `{"credit_id":"c1","amount":"100"}`); code != 201 {
-		t.Fatalf("credit: %d %v", code, body)
-	}
-	body := `{"operation_id":"` + id + `","account":"keep","to_address":"TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","amount":"30"}`
-	if code, _, w := c.do("POST", "/v1/withdrawals", "dev-alice-token", body); code != 201 || w["reserved"] != true {
-		t.Fatalf("request: %d %v", code, w)
-	}
+	body := creditAndRequest(c, id)
 	// The queues read their own writes: the request just made is listed.
 	if _, _, q := c.do("GET", "/v1/queues/approvals", "dev-bob-token", ""); !queueHas(q, id) {
 		t.Fatalf("approvals queue right after the request: %v", q)

@@ -102,7 +102,7 @@ const defaultConfigMaxAge = time.Second
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	c := &serveConfig{configMaxAge: defaultConfigMaxAge}
 	fs := newFlagSet("serve", "serve [flags]", stderr)
-	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage)")
+	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage); dev mode also keeps the simulated chain there (simchain.json; delete it to start a new chain)")
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "HTTP API listen address")
 	fs.StringVar(&c.NATSAddr, "nats-addr", "127.0.0.1:4222", "embedded server's client listener (producers, nats CLI)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use an external NATS server/cluster instead of the embedded one")
@@ -129,8 +129,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.WalletLowTRX, "wallet-low-trx", "", "warn (log line, weir_hot_wallet_low{asset=\"TRX\"}) when the hot wallet's TRX falls below this; empty: no mark")
 	fs.DurationVar(&c.WalletInterval, "wallet-interval", hotwallet.DefaultInterval, "how often the hot wallet's balances, resources and transfer cost are read from the node")
 	fs.StringVar(&c.FeeLimit, "fee-limit", defaultFeeLimitTRX, "most TRX one transfer may burn for energy (every envelope's fee_limit); at most 15000")
-	fs.StringVar(&c.SimWalletUSDT, "sim-wallet-usdt", defaultSimWallet, "USDT the hot wallet holds on the simulated node at start (refill: POST /sim/fund on --tron-http)")
-	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on the simulated node at start, for fees")
+	fs.StringVar(&c.SimWalletUSDT, "sim-wallet-usdt", defaultSimWallet, "USDT the hot wallet holds on a new simulated chain (a chain kept in --data as simchain.json keeps its balances; refill: POST /sim/fund on --tron-http)")
+	fs.StringVar(&c.SimWalletTRX, "sim-wallet-trx", defaultSimWallet, "TRX the hot wallet holds on a new simulated chain, for fees (a kept chain keeps its balances)")
 	fs.StringVar(&c.DailyLimit, "daily-limit", "0", "per-account cap on amounts reserved per UTC day (0 = none)")
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty: with the embedded store a key generated in --data, with --nats-url a key shared through the NATS KV bucket WEIR_KEYS")
