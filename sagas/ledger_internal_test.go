@@ -71,7 +71,7 @@ func record(t *testing.T, ctx context.Context, repo *Repo, key eventstore.Key, t
 
 func unitReservation(t *testing.T, ctx context.Context, repo *Repo, id string) aggregate.Reservation {
 	t.Helper()
-	a, _, err := repo.Account(ctx, internalAccount)
+	a, _, err := repo.AccountWithHistory(ctx, internalAccount)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func (r *bcRig) allPaidOnce(ids []string) {
 			r.t.Fatalf("the node was sent %s, which no withdrawal's log holds", tron.HexID(s.TxID))
 		}
 	}
-	a, _, err := r.repo.Account(r.ctx, bcAccount)
+	a, _, err := r.repo.AccountWithHistory(r.ctx, bcAccount)
 	if err != nil {
 		r.t.Fatal(err)
 	}

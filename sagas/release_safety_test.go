@@ -60,7 +60,7 @@ func (n *hardRejects) counts() (calls, rejected int) {
 // reservation returns the payer's reservation for the withdrawal.
 func (r *bcRig) reservation(id string) aggregate.Reservation {
 	r.t.Helper()
-	a, _, err := r.repo.Account(r.ctx, bcAccount)
+	a, _, err := r.repo.AccountWithHistory(r.ctx, bcAccount)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func (s *stack) reserveOnAccount(t *testing.T, id, account, amount string) {
 
 func (s *stack) reservationOf(t *testing.T, account, id string) aggregate.Reservation {
 	t.Helper()
-	a, _, err := s.repo.Account(context.Background(), account)
+	a, _, err := s.repo.AccountWithHistory(context.Background(), account)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -446,3 +446,22 @@ func (r *Repo) AccountRecords(ctx context.Context, id string) ([]eventstore.Reco
 	}
 	return recs, unavailable(err)
 }
+
+// AccountWithHistory folds an account from its first event keeping every
+// reservation, released and settled ones too (aggregate.FoldAccount), for
+// statements, audits and tests. Decisions use Account, whose state keeps
+// only the reservations still held.
+func (r *Repo) AccountWithHistory(ctx context.Context, id string) (aggregate.Account, eventstore.Position, error) {
+	recs, pos, err := r.store.Load(ctx, eventstore.Key{Type: eventlog.TypeAccount, ID: id})
+	if errors.Is(err, eventstore.ErrIntegrity) {
+		return aggregate.Account{}, pos, integrityViolation(eventlog.TypeAccount, id, err)
+	}
+	if err != nil {
+		return aggregate.Account{}, pos, unavailable(fmt.Errorf("load %s %s: %w", eventlog.TypeAccount, id, err))
+	}
+	events, err := eventlog.AccountEvents(recs)
+	if err != nil {
+		return aggregate.Account{}, pos, integrityViolation(eventlog.TypeAccount, id, err)
+	}
+	return aggregate.FoldAccount(events), pos, nil
+}

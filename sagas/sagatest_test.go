@@ -518,7 +518,7 @@ func (r *bcRig) settled(w aggregate.Withdrawal) {
 	if err := r.ledger.Finish(r.ctx, w); err != nil {
 		r.t.Fatal(err)
 	}
-	a, _, err := r.repo.Account(r.ctx, bcAccount)
+	a, _, err := r.repo.AccountWithHistory(r.ctx, bcAccount)
 	if err != nil {
 		r.t.Fatal(err)
 	}
