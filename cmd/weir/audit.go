@@ -86,7 +86,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"across streams that concern it (its txids written by no other withdrawal, no reservation\n"+
 			"for it on another account).\n"+
 			"Exit 0 when every check holds, 1 naming each violation (withdrawal, event version, what),\n"+
-			"2 when the audit could not run (cannot connect, not authorised, no such withdrawal).", stderr)
+			"2 when the audit could not run (cannot connect, not authorised, no such withdrawal); with\n"+
+			"--require-chain, 3 (\"chain unavailable\") when no violation was found but a chain check could not run.", stderr)
 	o := &clientOpts{}
 	fs.StringVar(&o.natsURL, "nats-url", defaultNATSURL, "NATS server holding weir's event log")
 	fs.StringVar(&o.token, "token", "", "token of an auditor (or operator) principal: the NATS login on weir's embedded server")
@@ -99,6 +100,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	expectGenesis := fs.String("expect-genesis", "", `id of the chain's block 0 the node must serve (64 hex digits, or "mainnet"); "" checks the chain by the blocks the log's envelopes were built on only`)
 	fromBlock := fs.Int64("from-block", 0, "chain side (--all): first solid block to scan (0: the first block the log names)")
 	toBlock := fs.Int64("to-block", 0, "chain side (--all): last solid block to scan (0: the node's solid head)")
+	requireChain := fs.Bool("require-chain", false, `exit 3 ("chain unavailable") when a chain check could not run — no node, an unreachable one, unanswered lookups, a chain side that did not read its whole range — instead of 0 with a note`)
 	hotWallets := fs.String("hot-wallet", "", "chain side: more hot-wallet addresses to list transfers of, comma-separated (the log's configuration names the others)")
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "NATS connect timeout")
@@ -121,6 +123,10 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "weir audit: --expect-genesis: %v\n", err)
 			return errUsage
 		}
+	}
+	if *requireChain && *node == "" {
+		fmt.Fprintln(stderr, `weir audit: --require-chain needs a --tron-node (--tron-node "" skips the chain)`)
+		return errUsage
 	}
 	if *fromBlock < 0 || *toBlock < 0 || (*toBlock > 0 && *fromBlock > *toBlock) {
 		fmt.Fprintf(stderr, "weir audit: --from-block %d --to-block %d is not a block range\n", *fromBlock, *toBlock)
@@ -208,6 +214,10 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "weir audit: %d violation(s)\n", len(rep.Violations))
 		}
 		return exitError{1}
+	}
+	if gaps := rep.ChainGaps(); *requireChain && len(gaps) > 0 {
+		fmt.Fprintf(stderr, "weir audit: chain unavailable: %s\n", strings.Join(gaps, "; "))
+		return exitError{3}
 	}
 	return nil
 }

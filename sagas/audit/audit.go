@@ -199,7 +199,7 @@ func All(ctx context.Context, store *eventstore.Store, opts Options) (*Report, e
 	var onChain []*Replay
 	report.Chain, onChain = a.checkChain(ctx, opts, was)
 	if report.Chain.Checked {
-		a.reconcile(ctx, opts, report.Chain.SolidBlock, onChain, was, &report.Chain)
+		a.reconcile(ctx, opts, report.Chain.SolidBlock, onChain, was, writtenAfter(store, c.end), &report.Chain)
 	}
 	report.Withdrawals, report.Accounts = len(was), len(accounts)
 	a.finish(report, start)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
+	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/tron"
 )
 
@@ -132,7 +134,12 @@ type blockScan struct {
 // withdrawals the chain can hold (was: checkChain's, without those that
 // predate its genesis) and every withdrawal of the log (all: for txids the
 // log knows in another role).
-func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was, all []*Replay, sum *ChainSummary) {
+//
+// The log was read before the chain: a withdrawal a running weir wrote
+// ahead after that read can already be on chain. later reads the events
+// appended since (only when some transfer matched nothing): a transfer
+// whose txid they write ahead is in flight, not a violation.
+func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was, all []*Replay, later func(context.Context) (map[string]txidOwner, error), sum *ChainSummary) {
 	cr, ok := opts.Node.(tron.ChainReader)
 	if !ok {
 		sum.ChainSideNote = "the node cannot list a block's transfers: chain side not checked"
@@ -205,6 +212,7 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 	}
 
 	seen := map[string]bool{} // txids of hot-wallet transfers with SUCCESS
+	var unknown []ChainTransferRecord
 	var unread []string
 	for i, sc := range scans {
 		num := from + int64(i)
@@ -228,10 +236,7 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 			lt, ok := known[txid]
 			switch {
 			case !ok:
-				sum.UnmatchedTransfers = append(sum.UnmatchedTransfers, rec)
-				a.add(Finding{Severity: Violation, Check: "chain_side", What: fmt.Sprintf(
-					"paid outside weir or log lost events: txid %s in block %d moved %s USDT from hot wallet %s to %s, and no withdrawal in the log names it",
-					txid, t.BlockNumber, rec.Amount, rec.From, rec.To)})
+				unknown = append(unknown, rec)
 			case lt.role == "confirmed":
 				w := lt.wa.w
 				switch {
@@ -255,6 +260,8 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 			}
 		}
 	}
+
+	a.judgeUnknown(ctx, unknown, later, sum)
 
 	// The other way: every confirmed payment recorded in a block the scan
 	// read is among that block's hot-wallet transfers.
@@ -288,6 +295,50 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 		return
 	}
 	sum.TwoSided = true
+}
+
+// judgeUnknown files the transfers no withdrawal in the log's cut names:
+// in flight when an event appended since writes the txid ahead, otherwise
+// "paid outside weir or log lost events".
+func (a *auditor) judgeUnknown(ctx context.Context, unknown []ChainTransferRecord, later func(context.Context) (map[string]txidOwner, error), sum *ChainSummary) {
+	if len(unknown) == 0 {
+		return
+	}
+	var since map[string]txidOwner
+	if later != nil {
+		var err error
+		if since, err = later(ctx); err != nil {
+			a.add(Finding{Severity: Note, Check: "chain_side", What: fmt.Sprintf("could not read the events appended since the audit read the log: %v", err)})
+		}
+	}
+	for _, rec := range unknown {
+		if o, ok := since[rec.TxID]; ok {
+			sum.InFlight++
+			a.add(Finding{Severity: Note, Check: "chain_side", Withdrawal: o.ID, Version: o.Version, Sequence: o.Sequence, What: fmt.Sprintf(
+				"txid %s (block %d) was written ahead after the audit read the log (stream sequence %d): in flight; the next audit checks it", rec.TxID, rec.Block, o.Sequence)})
+			continue
+		}
+		sum.UnmatchedTransfers = append(sum.UnmatchedTransfers, rec)
+		a.add(Finding{Severity: Violation, Check: "chain_side", What: fmt.Sprintf(
+			"paid outside weir or log lost events: txid %s in block %d moved %s USDT from hot wallet %s to %s, and no withdrawal in the log names it",
+			rec.TxID, rec.Block, rec.Amount, rec.From, rec.To)})
+	}
+}
+
+// writtenAfter returns the txids the withdrawal events appended after
+// stream sequence end write ahead (txid -> writer). Events the store
+// cannot hand over are skipped: the next audit judges them.
+func writtenAfter(store *eventstore.Store, end uint64) func(context.Context) (map[string]txidOwner, error) {
+	return func(ctx context.Context) (map[string]txidOwner, error) {
+		c := &logCut{others: map[string]txidOwner{}}
+		_, err := store.ReadAll(ctx, end+1, "", func(r eventstore.Record) error {
+			if r.Key.Type == eventlog.TypeWithdrawal {
+				c.noteTxID(r)
+			}
+			return nil
+		}, eventstore.OnViolation(func(*eventstore.IntegrityError) error { return nil }))
+		return c.others, err
+	}
 }
 
 // chainSide files a chain-side finding under a withdrawal.

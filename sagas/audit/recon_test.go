@@ -238,3 +238,40 @@ func TestAuditRefusesAnotherChain(t *testing.T) {
 }
 
 func itoa64(n int64) string { return big.NewInt(n).String() }
+
+// payDuring is a Progress that pays one withdrawal (log and chain) when
+// the audit starts replaying withdrawals: after it read the log, before it
+// asks the chain — what a running weir does while it is audited.
+type payDuring struct {
+	h    *history
+	paid string
+}
+
+func (p *payDuring) Start(label string, _ int) {
+	if label == "withdrawals" && p.paid == "" {
+		p.paid = p.h.pay("9", "bob")
+	}
+}
+func (*payDuring) Set(int) {}
+func (*payDuring) Add(int) {}
+func (*payDuring) Done()   {}
+
+// TestChainSideKnowsAPaymentWrittenAfterTheLogWasRead: the chain is read
+// after the log; a payment written ahead in between is in flight, never
+// "paid outside weir".
+func TestChainSideKnowsAPaymentWrittenAfterTheLogWasRead(t *testing.T) {
+	h := newHistory(t)
+	h.pay("10", "bob")
+	during := &payDuring{h: h}
+	rep := h.audit(audit.Options{Progress: during})
+	if during.paid == "" {
+		t.Fatal("the audit never started replaying withdrawals")
+	}
+	if !rep.OK || rep.Withdrawals != 1 || rep.Chain.Transfers != 2 || rep.Chain.Matched != 1 || rep.Chain.InFlight != 1 ||
+		!strings.Contains(findingsText(rep.Notes), "was written ahead after the audit read the log") {
+		t.Fatalf("ok %v withdrawals %d chain %+v\n%s\nnotes:\n%s", rep.OK, rep.Withdrawals, rep.Chain, findingsText(rep.Violations), findingsText(rep.Notes))
+	}
+	if rep = h.all(true); rep.Chain.Matched != 2 || rep.Chain.InFlight != 0 {
+		t.Fatalf("the next audit: %+v", rep.Chain)
+	}
+}

@@ -138,6 +138,30 @@ type ChainSummary struct {
 	OutsideRange         int                   `json:"confirmed_outside_range,omitempty"`
 }
 
+// ChainGaps lists what the audit could not check on the chain ("chain
+// unavailable"): no node or an unreachable one, lookups or proofs the
+// node did not answer, withdrawals older than its chain, and, for scope
+// "all", a chain side that did not read its whole range. Empty: every
+// chain check ran. A gap is never a violation; `weir audit
+// --require-chain` makes it an exit status of its own.
+func (r *Report) ChainGaps() []string {
+	c := r.Chain
+	var gaps []string
+	if !c.Checked {
+		return []string{c.Note}
+	}
+	if c.LookupErrors > 0 {
+		gaps = append(gaps, fmt.Sprintf("%d lookup(s) or proof(s) the node did not answer", c.LookupErrors))
+	}
+	if c.Unavailable > 0 {
+		gaps = append(gaps, fmt.Sprintf("%d withdrawal(s) requested before the node's chain began", c.Unavailable))
+	}
+	if r.Scope == "all" && !c.TwoSided {
+		gaps = append(gaps, "chain side: "+c.ChainSideNote)
+	}
+	return gaps
+}
+
 // Replay is one withdrawal stream replayed, with its timeline and findings.
 type Replay struct {
 	ID       string          `json:"id"`

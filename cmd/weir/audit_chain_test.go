@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"math/big"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
 	"github.com/weir-payouts/weir/tron/tronhttp"
@@ -118,4 +122,39 @@ func TestAuditRefusesABadChainRange(t *testing.T) {
 		wantCode(t, code, 2, out, errOut)
 		wantContains(t, strings.Join(args, " "), errOut, "weir audit: "+args[0])
 	}
+}
+
+// TestAuditRequireChainExitsThreeWhenTheChainCannotBeChecked: without a
+// violation, --require-chain turns "chain unavailable" (a note, exit 0)
+// into exit 3 naming why: an unreachable node, a chain side that scanned
+// nothing; a full scan exits 0.
+func TestAuditRequireChainExitsThreeWhenTheChainCannotBeChecked(t *testing.T) {
+	s := newStack(t, false)
+	if _, _, err := s.intake.Credit(t.Context(), sagas.CreditInput{Account: "acme", CreditID: "seed", Amount: json.RawMessage(`"100"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.intake.Request(t.Context(), sagas.RequestInput{OperationID: uuid.NewString(), Account: "acme", ToAddress: cliTestAddr, Amount: json.RawMessage(`"10"`), By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	sim := tron.NewSimNode(tron.SimConfig{Start: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)})
+	sim.Advance(30)
+	srv := httptest.NewServer(tronhttp.NewHandler(sim))
+	t.Cleanup(srv.Close)
+
+	code, out, errOut := s.weir(t, "audit", "--all", "--tron-node", "http://127.0.0.1:1", "--node-timeout", "2s")
+	wantCode(t, code, 0, out, errOut)
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "http://127.0.0.1:1", "--node-timeout", "2s", "--require-chain")
+	wantCode(t, code, 3, out, errOut)
+	wantContains(t, "unreachable", errOut, "weir audit: chain unavailable: tron node http://127.0.0.1:1 unreachable")
+
+	// The log names no block and no hot wallet: the chain side scans nothing.
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", srv.URL, "--require-chain")
+	wantCode(t, code, 3, out, errOut)
+	wantContains(t, "nothing scanned", errOut, "weir audit: chain unavailable: chain side: no hot wallet known")
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", srv.URL, "--require-chain", "--from-block", "1", "--hot-wallet", cliTestAddr)
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "full scan", out, "chain side: blocks 1..", "0 USDT transfer(s)")
+
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "", "--require-chain")
+	wantCode(t, code, 2, out, errOut)
 }
