@@ -40,6 +40,52 @@ func (p *Projector) Ready(now time.Time) []aggregate.Withdrawal {
 	return out
 }
 
+// ReadyIDs appends to dst the ids Ready(now) lists, in the same order,
+// without copying the withdrawals: a broadcast worker looks for work far
+// more often than the queue changes, and copying and sorting every queued
+// withdrawal on each look was most of its CPU (sagas.IDLister).
+func (p *Projector) ReadyIDs(now time.Time, dst []string) []string {
+	type entry struct {
+		at time.Time
+		id string
+	}
+	p.mu.RLock()
+	set := p.st.byState[aggregate.StateApproved]
+	ready := make([]entry, 0, len(set))
+	for id := range set {
+		if o := p.st.withdrawals[id]; o.w.ReadyToSend() && !o.w.Claim.HeldAt(now) {
+			ready = append(ready, entry{o.w.ApprovedAt, id})
+		}
+	}
+	p.mu.RUnlock()
+	slices.SortFunc(ready, func(x, y entry) int { return cmpTimeThenID(x.at, y.at, x.id, y.id) })
+	for _, e := range ready {
+		dst = append(dst, e.id)
+	}
+	return dst
+}
+
+// InFlightIDs appends to dst, in id order, the ids of the in-flight
+// withdrawals (signing … broadcast) that no worker other than worker holds
+// a live lease on at now: those worker may visit (sagas.IDLister).
+func (p *Projector) InFlightIDs(now time.Time, worker string, dst []string) []string {
+	from := len(dst)
+	p.mu.RLock()
+	for _, st := range aggregate.States() {
+		if !st.IsInFlight() {
+			continue
+		}
+		for id := range p.st.byState[st] {
+			if c := p.st.withdrawals[id].w.Claim; !c.HeldAt(now) || c.Worker == worker {
+				dst = append(dst, id)
+			}
+		}
+	}
+	p.mu.RUnlock()
+	slices.Sort(dst[from:])
+	return dst
+}
+
 // InFlightItem is one withdrawal between its first envelope and an outcome
 // (signing … broadcast), with what an operator needs to judge it.
 type InFlightItem struct {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +27,18 @@ import (
 type WorkSource interface {
 	Ready(now time.Time) []aggregate.Withdrawal
 	InFlightWithdrawals(now time.Time) []aggregate.Withdrawal
+}
+
+// IDLister is what a WorkSource may also offer so that a look for work
+// copies no withdrawal (the projector does): a worker looks far more often
+// than the queues change, and only needs the ids.
+type IDLister interface {
+	// ReadyIDs appends to dst the ids Ready(now) lists, in its order.
+	ReadyIDs(now time.Time, dst []string) []string
+	// InFlightIDs appends to dst the ids of the in-flight withdrawals
+	// (signing … broadcast) that no worker other than worker holds a live
+	// lease on at now.
+	InFlightIDs(now time.Time, worker string, dst []string) []string
 }
 
 // Defaults of WorkerConfig.
@@ -297,11 +308,15 @@ type driven struct {
 
 // Run drives withdrawals until ctx ends (returning nil) or a crash hook
 // kills the worker (returning ErrCrashed, once every drive in flight has
-// stopped). It keeps up to Inflight drives going: it looks for candidates
-// when notified (Notify: a withdrawal became ready, a block came), when
-// drives end while candidates were waiting for a slot, and every
-// PollInterval (leases lapse and chains move without telling anyone).
-// Each look first follows the solid blocks (watch.go).
+// stopped). It keeps up to Inflight drives going. It lists its candidates
+// (held withdrawals, the ready queue, lapsed in-flight ones: candidates)
+// when notified (Notify: a withdrawal became ready, a block came) and
+// every PollInterval (leases lapse and chains move without telling
+// anyone); each such look first follows the solid blocks (watch.go).
+// Candidates listed but left over for lack of a slot are taken, in their
+// order, as drives end — without listing again, without a node call, and
+// without visiting again the withdrawals that wait for the chain (they
+// wait for the next notification or tick, like new work does).
 func (wk *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(wk.cfg.PollInterval)
 	defer t.Stop()
@@ -313,8 +328,9 @@ func (wk *Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	look := true
-	saturated := false // the last look found more candidates than free slots
+	look := true       // list the candidates: at start, on a notification, on a tick
+	var ids []string   // the last listing (reused)
+	var queue []string // what is left of it for lack of a slot
 	finished := func(d driven) {
 		running--
 		wk.report(ctx, d.id, d.err)
@@ -326,14 +342,17 @@ func (wk *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return stop(nil)
 		}
-		if look && running < wk.cfg.Inflight {
-			look, saturated = false, false
-			wk.follow(ctx)
-			for _, id := range wk.candidates() {
-				if running >= wk.cfg.Inflight {
-					saturated = true
-					break
-				}
+		if (look || len(queue) > 0) && running < wk.cfg.Inflight {
+			if look {
+				look = false
+				wk.follow(ctx)
+				ids = wk.candidates(ids[:0])
+				queue = ids
+			}
+			n := 0
+			for n < len(queue) && running < wk.cfg.Inflight {
+				id := queue[n]
+				n++
 				if !wk.take(id) {
 					continue
 				}
@@ -343,6 +362,7 @@ func (wk *Worker) Run(ctx context.Context) error {
 					done <- driven{id: id, moved: moved, err: err}
 				}()
 			}
+			queue = queue[n:]
 		}
 		select {
 		case <-ctx.Done():
@@ -354,7 +374,7 @@ func (wk *Worker) Run(ctx context.Context) error {
 			wk.view.expire()
 		case d := <-done:
 			finished(d)
-			for more := true; more; { // every drive that ended meanwhile: one look for all
+			for more := true; more; { // every drive that ended meanwhile
 				select {
 				case d := <-done:
 					finished(d)
@@ -362,10 +382,6 @@ func (wk *Worker) Run(ctx context.Context) error {
 					more = false
 				}
 			}
-			// Candidates were left over for lack of a slot: slots are free
-			// now. Otherwise a drive that ended waits for the chain (the
-			// next notification or tick), like new work does.
-			look = look || saturated
 		}
 	}
 }
@@ -390,7 +406,7 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 	wk.view.expire()
 	wk.follow(ctx)
 	slots := make(chan struct{}, wk.cfg.Inflight)
-	for _, id := range wk.candidates() {
+	for _, id := range wk.candidates(nil) {
 		if ctx.Err() != nil || wk.dead.Load() {
 			break
 		}
@@ -474,30 +490,43 @@ func (wk *Worker) take(id string) bool {
 	return true
 }
 
-// candidates lists the ids to visit, held ones first, leaving out those a
-// goroutine of this worker is driving.
-func (wk *Worker) candidates() []string {
+// candidates appends to dst the ids to visit, held ones first (a
+// goroutine of this worker may be driving some: take skips those), then
+// the ready queue from a place of this worker's own, then in-flight
+// withdrawals whose lease lapsed.
+func (wk *Worker) candidates(dst []string) []string {
 	now := wk.cfg.Clock()
 	wk.mu.Lock()
-	held := make([]string, 0, len(wk.held))
+	held := make(map[string]bool, len(wk.held))
+	from := len(dst)
 	for id := range wk.held {
-		held = append(held, id)
+		held[id] = true
+		dst = append(dst, id)
 	}
-	busy := maps.Clone(wk.busy)
 	rounds := wk.rounds
 	wk.rounds++
 	wk.mu.Unlock()
-	seen := map[string]bool{}
-	var out []string
-	add := func(id string) {
-		if id != "" && !seen[id] && !busy[id] {
-			seen[id] = true
-			out = append(out, id)
+	slices.Sort(dst[from:])
+	if ids, ok := wk.cfg.Work.(IDLister); ok {
+		mark := len(dst)
+		dst = ids.ReadyIDs(now, dst)
+		dst = rotate(dst, mark, wk.spread+rounds)
+		dst = ids.InFlightIDs(now, wk.cfg.ID, dst)
+		// Drop the held ones listed again (and any id listed twice).
+		out := dst[:mark]
+		for _, id := range dst[mark:] {
+			if id != "" && !held[id] {
+				held[id] = true
+				out = append(out, id)
+			}
 		}
+		return out
 	}
-	slices.Sort(held)
-	for _, id := range held {
-		add(id)
+	add := func(id string) {
+		if id != "" && !held[id] {
+			held[id] = true
+			dst = append(dst, id)
+		}
 	}
 	ready := wk.cfg.Work.Ready(now)
 	if n := uint64(len(ready)); n > 0 {
@@ -514,7 +543,20 @@ func (wk *Worker) candidates() []string {
 			add(w.ID)
 		}
 	}
-	return out
+	return dst
+}
+
+// rotate turns s[from:] by k places to the left in place (so that workers
+// do not all race for the same withdrawal first) and returns s.
+func rotate(s []string, from int, k uint64) []string {
+	part := s[from:]
+	if n := uint64(len(part)); n > 1 {
+		k %= n
+		slices.Reverse(part[:k])
+		slices.Reverse(part[k:])
+		slices.Reverse(part)
+	}
+	return s
 }
 
 // maxHandlersPerDrive bounds one drive; a withdrawal's whole life is about

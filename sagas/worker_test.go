@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +105,46 @@ func TestRunEndsWithErrCrashed(t *testing.T) {
 	}
 	if w := r.load(id); w.State != aggregate.StateSigning {
 		t.Fatalf("%s", w.State)
+	}
+}
+
+// countingWork counts the listings a worker asks of its WorkSource.
+type countingWork struct {
+	sagas.WorkSource
+	ready, inflight atomic.Int32
+}
+
+func (c *countingWork) Ready(now time.Time) []aggregate.Withdrawal {
+	c.ready.Add(1)
+	return c.WorkSource.Ready(now)
+}
+
+func (c *countingWork) InFlightWithdrawals(now time.Time) []aggregate.Withdrawal {
+	c.inflight.Add(1)
+	return c.WorkSource.InFlightWithdrawals(now)
+}
+
+// Candidates listed once but left over for lack of a slot are taken as
+// drives end, without listing the queues again: twelve ready withdrawals,
+// three slots, no notification and an hour's poll — one listing sends
+// all twelve.
+func TestRunTakesLeftoverCandidatesWithoutListingAgain(t *testing.T) {
+	r := newBCRig(t)
+	ids := r.readyMany("leftover", 12)
+	work := &countingWork{WorkSource: r.work}
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 3; c.PollInterval = time.Hour; c.Work = work })
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w1.Run(ctx) }()
+	store := r.repo.Store()
+	for _, id := range ids {
+		bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcasting)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n, m := work.ready.Load(), work.inflight.Load(); n != 1 || m != 1 {
+		t.Fatalf("the queues were listed %d and %d times, want once", n, m)
 	}
 }

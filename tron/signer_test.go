@@ -225,3 +225,26 @@ func (b brokenSigner) Sign(ctx context.Context, txid [32]byte) ([]byte, error) {
 func (b brokenSigner) VerifySignature(txid [32]byte, sig []byte, owner Address) bool {
 	return Secp256k1Verifier.VerifySignature(txid, sig, owner)
 }
+
+// SignEnvelope does not recover the owner again for a KeySigner (it would
+// cost as much as the signature): what makes that safe is that every
+// KeySigner signature recovers to its address, with the recovery id it
+// carries — checked here over many keys and digests.
+func TestKeySignerSignaturesVerifyByConstruction(t *testing.T) {
+	seed := sha256.Sum256([]byte("weir key signer by construction"))
+	for i := range 64 {
+		key := sha256.Sum256(append(seed[:], byte(i)))
+		k, err := NewKeySigner(key[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		txid := sha256.Sum256(append(key[:], 'x'))
+		sig, err := k.Sign(context.Background(), txid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := VerifySignature(txid, sig, k.Address()); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+}

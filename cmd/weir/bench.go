@@ -502,10 +502,10 @@ type benchRig struct {
 	nextID atomic.Int64
 }
 
-// benchPollInterval is how often an idle bench worker looks at the ready
-// queue (weir serve uses 200 ms); it bounds the request→broadcast latency
-// from below.
-const benchPollInterval = 10 * time.Millisecond
+// benchPollInterval is how often an idle bench worker looks for work
+// without being told, as in weir serve: the projector wakes the workers
+// when a withdrawal becomes ready, and the chain driver after every block.
+const benchPollInterval = time.Second
 
 func startBench(ctx context.Context, cfg benchConfig, dir string, progress io.Writer) (*benchRig, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -538,6 +538,8 @@ func startBench(ctx context.Context, cfg benchConfig, dir string, progress io.Wr
 		b.close()
 		return nil, err
 	}
+	// As weir serve does: a withdrawal made ready wakes the workers.
+	eng.projector.OnReady(b.notifyWorkers)
 	b.sim.Advance(2)
 	chainCtx, cancel := context.WithCancel(ctx)
 	b.stopChain, b.chainDone = cancel, make(chan struct{})
@@ -626,11 +628,16 @@ func (b *benchRig) driveChain(ctx context.Context) {
 		}
 		last = time.Now()
 		b.sim.Advance(1)
-		b.workersMu.Lock()
-		for _, w := range b.workers {
-			w.Notify()
-		}
-		b.workersMu.Unlock()
+		b.notifyWorkers()
+	}
+}
+
+// notifyWorkers wakes the running workers (it never blocks).
+func (b *benchRig) notifyWorkers() {
+	b.workersMu.Lock()
+	defer b.workersMu.Unlock()
+	for _, w := range b.workers {
+		w.Notify()
 	}
 }
 
