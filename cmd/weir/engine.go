@@ -413,6 +413,13 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		Health: e.health, Degraded: e.degraded, Metrics: metrics, Webhooks: e.webhooks, RateLimit: limiter, MaxInFlight: cfg.MaxInFlight,
 		Wallet: e.wallet,
 	})
+	app := api.NewApp(api.AppConfig{
+		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist,
+		Wallet: e.wallet, Webhooks: e.webhooks, RateLimit: limiter,
+	})
+	if httpHandler, err = e.withConsole(ctx, httpHandler, connect, cfg, app, log); err != nil {
+		return nil, err
+	}
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/cmd/weir/console"
 	"github.com/weir-payouts/weir/sagas/hotwallet"
 )
 
@@ -61,6 +62,9 @@ type serveConfig struct {
 	// WebhookAllowPrivate lets webhooks target loopback, private and
 	// link-local addresses (a receiver on this host or network).
 	WebhookAllowPrivate bool
+	// ConsoleTxLink is the console's link-out of a txid (a URL with one
+	// %s); "-": none.
+	ConsoleTxLink string
 	// PublishConfig makes this process's files the configuration in force
 	// when they disagree with the log (dev mode always does).
 	PublishConfig bool
@@ -136,6 +140,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty: with the embedded store a key generated in --data, with --nats-url a key shared through the NATS KV bucket WEIR_KEYS")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, private and link-local addresses (checked at registration and on every connection); off: such URLs are refused with 422 invalid_url")
 	fs.BoolVar(&c.PublishConfig, "publish-config", false, "publish this process's principals (names and roles, never tokens), hot wallet, custody and limits as the configuration in force when they differ from the one in the log (without it such a start is refused; dev mode and an empty log publish anyway)")
+	fs.StringVar(&c.ConsoleTxLink, "console-tx-link", console.DefaultTxLink, "where the web console (/console/) links a txid: a URL with one %s for the txid (\"-\": no link)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
 	fs.IntVar(&c.MaxConnsPerAddr, "http-max-conns-per-addr", api.DefaultMaxConnsPerAddr, "HTTP connections open at once from one client IP address (0 = no cap)")

@@ -474,6 +474,10 @@ type ItemsBody struct {
 type QueueItem struct {
 	aggregate.WithdrawalView
 	InFlight *InFlightView `json:"in_flight,omitempty"`
+	// Rule and PolicyVersion are the policy rule that bound the
+	// withdrawal at its request (the console shows them; not in the JSON).
+	Rule          string `json:"-"`
+	PolicyVersion int    `json:"-"`
 }
 
 // InFlightView says how long a withdrawal has been in flight, who drives
@@ -540,15 +544,15 @@ func (o *ops) queue(p Principal, name string, page Page) (result, error) {
 		switch name {
 		case "approvals":
 			for _, w := range o.queues.PendingApprovals() {
-				all = append(all, keyed{pageKey{w.RequestedAt, w.ID}, QueueItem{WithdrawalView: w.View()}})
+				all = append(all, keyed{pageKey{w.RequestedAt, w.ID}, QueueItem{WithdrawalView: w.View(), Rule: w.Rule, PolicyVersion: w.PolicyVersion}})
 			}
 		case "ready":
 			for _, w := range o.queues.Ready(o.now()) {
-				all = append(all, keyed{pageKey{w.ApprovedAt, w.ID}, QueueItem{WithdrawalView: w.View()}})
+				all = append(all, keyed{pageKey{w.ApprovedAt, w.ID}, QueueItem{WithdrawalView: w.View(), Rule: w.Rule, PolicyVersion: w.PolicyVersion}})
 			}
 		case "in-flight":
 			for _, it := range o.queues.InFlight(o.now()) {
-				all = append(all, keyed{pageKey{it.Since, it.ID}, QueueItem{WithdrawalView: it.Withdrawal.View(), InFlight: inFlightView(it)}})
+				all = append(all, keyed{pageKey{it.Since, it.ID}, QueueItem{WithdrawalView: it.Withdrawal.View(), InFlight: inFlightView(it), Rule: it.Withdrawal.Rule, PolicyVersion: it.Withdrawal.PolicyVersion}})
 			}
 		default:
 			return result{}, apiError(CodeNotFound, "", fmt.Sprintf("no queue %q", name))

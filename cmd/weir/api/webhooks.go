@@ -62,15 +62,7 @@ func (a *httpAPI) webhookRoutes(hooks Webhooks) {
 		return result{created: true, body: v}, nil
 	})
 	a.handle("GET", "/v1/webhooks", cmdWebhookList, false, func(ctx context.Context, _ Principal, _ *http.Request, _ []byte) (result, error) {
-		hs, err := hooks.List(ctx)
-		if err != nil {
-			return result{}, err
-		}
-		out := WebhookList{Webhooks: make([]webhook.View, len(hs))}
-		for i, h := range hs {
-			out.Webhooks[i] = webhook.ViewOf(h)
-		}
-		return result{body: out}, nil
+		return webhookList(ctx, hooks)
 	})
 	a.handle("DELETE", "/v1/webhooks/{id}", cmdWebhookDelete, false, func(ctx context.Context, p Principal, r *http.Request, _ []byte) (result, error) {
 		h, err := hooks.Delete(ctx, r.PathValue("id"), p.Name)
@@ -84,15 +76,44 @@ func (a *httpAPI) webhookRoutes(hooks Webhooks) {
 		if err != nil {
 			return result{}, err
 		}
-		limit := page.Limit
-		if limit <= 0 {
-			limit = DefaultPageLimit
-		}
-		limit = min(limit, MaxPageLimit)
-		ds, err := hooks.Deliveries(ctx, r.PathValue("id"), limit)
-		if err != nil {
-			return result{}, err
-		}
-		return result{body: DeliveryList{Deliveries: ds}}, nil
+		return webhookDeliveries(ctx, hooks, r.PathValue("id"), page)
 	})
+}
+
+// errNoWebhooks: this process serves no webhook room (the HTTP API has no
+// webhook routes then).
+func errNoWebhooks() error { return apiError(CodeNotFound, "", "webhooks are not served by this process") }
+
+// webhookList is GET /v1/webhooks (and the console's webhooks page).
+func webhookList(ctx context.Context, hooks Webhooks) (result, error) {
+	if hooks == nil {
+		return result{}, errNoWebhooks()
+	}
+	hs, err := hooks.List(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	out := WebhookList{Webhooks: make([]webhook.View, len(hs))}
+	for i, h := range hs {
+		out.Webhooks[i] = webhook.ViewOf(h)
+	}
+	return result{body: out}, nil
+}
+
+// webhookDeliveries is GET /v1/webhooks/{id}/deliveries: at most
+// page.Limit (default DefaultPageLimit, at most MaxPageLimit) deliveries.
+func webhookDeliveries(ctx context.Context, hooks Webhooks, id string, page Page) (result, error) {
+	if hooks == nil {
+		return result{}, errNoWebhooks()
+	}
+	limit := page.Limit
+	if limit <= 0 {
+		limit = DefaultPageLimit
+	}
+	limit = min(limit, MaxPageLimit)
+	ds, err := hooks.Deliveries(ctx, id, limit)
+	if err != nil {
+		return result{}, err
+	}
+	return result{body: DeliveryList{Deliveries: ds}}, nil
 }
