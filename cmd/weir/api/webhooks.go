@@ -82,7 +82,9 @@ func (a *httpAPI) webhookRoutes(hooks Webhooks) {
 
 // errNoWebhooks: this process serves no webhook room (the HTTP API has no
 // webhook routes then).
-func errNoWebhooks() error { return apiError(CodeNotFound, "", "webhooks are not served by this process") }
+func errNoWebhooks() error {
+	return apiError(CodeNotFound, "", "webhooks are not served by this process")
+}
 
 // webhookList is GET /v1/webhooks (and the console's webhooks page).
 func webhookList(ctx context.Context, hooks Webhooks) (result, error) {

@@ -316,4 +316,3 @@ func (c *Console) deliveriesPage(w http.ResponseWriter, r *http.Request, ss *ses
 func errNotFound(msg string) error {
 	return &aggregate.Error{Code: api.CodeNotFound, Message: msg}
 }
-
