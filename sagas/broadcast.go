@@ -297,13 +297,9 @@ func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 // replaceForSigner retires the never-signed envelope built for owner and
 // writes ahead a new one for the configured signer.
 func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Address) (stepResult, error) {
-	to, err := tron.ParseAddress(f.w.ToAddress)
+	env, next, err := wk.nextEnvelope(ctx, f)
 	if err != nil {
-		return stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
-	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
-	if err != nil {
-		return stepWait, err
+		return next, err
 	}
 	old := f.w.Envelope.TxID
 	if err := wk.write(ctx, f, aggregate.ReplaceUnsigned{

@@ -227,6 +227,62 @@ func VerifyExpiryProof(ctx context.Context, node tron.Node, env aggregate.Envelo
 	return nil
 }
 
+// VerifyReceipt checks a recorded failing receipt of env (a Failed's, or
+// a Rebuilt's proof) against the chain a node serves: solid block
+// rc.BlockNumber's receipts, fetched by number, hold env's txid with rc's
+// result at rc's block time, and with rc's fee and energy when it records
+// them. A worker checks it before it appends a rebuild after a failed
+// receipt, and the audit checks it again. An error wrapping
+// ErrProofRefuted means the chain contradicts it (above all, the txid is
+// there with SUCCESS: the transfer paid); any other, that it could not be
+// checked now.
+func VerifyReceipt(ctx context.Context, node tron.Node, env aggregate.Envelope, rc aggregate.FailureReceipt) error {
+	if _, ok := aggregate.FailureReasonOf(rc.Result); !ok {
+		return fmt.Errorf("%w: receipt %q proves no failure", ErrProofRefuted, rc.Result)
+	}
+	txid, err := tron.ParseTxID(env.TxID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrProofRefuted, err)
+	}
+	in, err := solidReceipt(ctx, node, txid, rc.BlockNumber)
+	if err != nil {
+		return fmt.Errorf("verify receipt of %s: %w", env.TxID, err)
+	}
+	switch {
+	case string(in.Receipt) != rc.Result || in.BlockTime != rc.BlockTime:
+		return fmt.Errorf("%w: block %d has %s with %s at %d, the event says %s at %d", ErrProofRefuted,
+			rc.BlockNumber, env.TxID, in.Receipt, in.BlockTime, rc.Result, rc.BlockTime)
+	case rc.Fee != nil && (in.FeeSun != rc.Fee.Sun || in.EnergyUsed != rc.Fee.EnergyUsed):
+		return fmt.Errorf("%w: block %d has %s burning %d sun for %d energy, the event says %d sun for %d", ErrProofRefuted,
+			rc.BlockNumber, env.TxID, in.FeeSun, in.EnergyUsed, rc.Fee.Sun, rc.Fee.EnergyUsed)
+	}
+	return nil
+}
+
+// solidReceipt reads txid's receipt from solid block num's receipts (one
+// call for the block, by number). A block served without the txid is a
+// refutation (ErrProofRefuted); receipts not served for a block that holds
+// it (java-tron answers [] for a block it lacks) an error that says so.
+func solidReceipt(ctx context.Context, node tron.Node, txid [32]byte, num int64) (tron.TxInfo, error) {
+	infos, err := node.SolidTxInfosByBlockNum(ctx, num)
+	if err != nil {
+		return tron.TxInfo{}, fmt.Errorf("block %d: %w", num, err)
+	}
+	for _, in := range infos {
+		if in.TxID == txid {
+			return in, nil
+		}
+	}
+	b, err := node.SolidBlockByNum(ctx, num)
+	if err != nil {
+		return tron.TxInfo{}, fmt.Errorf("block %d: %w", num, err)
+	}
+	if !slices.Contains(b.TxIDs, txid) {
+		return tron.TxInfo{}, fmt.Errorf("%w: txid %s is not in block %d", ErrProofRefuted, tron.HexID(txid), num)
+	}
+	return tron.TxInfo{}, fmt.Errorf("block %d's receipts were not served", num)
+}
+
 // VerifyFailure checks a Failed event's proof against the chain a node
 // serves: a proof of death as VerifyExpiryProof does; a failing receipt by
 // fetching that solid block's receipts and finding the txid there with the
@@ -238,34 +294,7 @@ func VerifyFailure(ctx context.Context, node tron.Node, env aggregate.Envelope, 
 	case ev.Evidence != nil:
 		return VerifyExpiryProof(ctx, node, env, *ev.Evidence)
 	case ev.Receipt != nil:
-		txid, err := tron.ParseTxID(env.TxID)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrProofRefuted, err)
-		}
-		infos, err := node.SolidTxInfosByBlockNum(ctx, ev.Receipt.BlockNumber)
-		if err != nil {
-			return fmt.Errorf("verify failure of %s: block %d: %w", env.TxID, ev.Receipt.BlockNumber, err)
-		}
-		for _, in := range infos {
-			if in.TxID != txid {
-				continue
-			}
-			if string(in.Receipt) != ev.Receipt.Result || in.BlockTime != ev.Receipt.BlockTime {
-				return fmt.Errorf("%w: block %d has %s with %s at %d, the event says %s at %d", ErrProofRefuted,
-					ev.Receipt.BlockNumber, env.TxID, in.Receipt, in.BlockTime, ev.Receipt.Result, ev.Receipt.BlockTime)
-			}
-			return nil
-		}
-		// java-tron answers [] for a block it lacks: absence here is not a
-		// refutation unless the block itself is served without the txid.
-		b, err := node.SolidBlockByNum(ctx, ev.Receipt.BlockNumber)
-		if err != nil {
-			return fmt.Errorf("verify failure of %s: block %d: %w", env.TxID, ev.Receipt.BlockNumber, err)
-		}
-		if !slices.Contains(b.TxIDs, txid) {
-			return fmt.Errorf("%w: txid %s is not in block %d", ErrProofRefuted, env.TxID, ev.Receipt.BlockNumber)
-		}
-		return fmt.Errorf("verify failure of %s: block %d's receipts were not served", env.TxID, ev.Receipt.BlockNumber)
+		return VerifyReceipt(ctx, node, env, *ev.Receipt)
 	case signed:
 		return fmt.Errorf("%w: a signed envelope failed without a proof", ErrProofRefuted)
 	}

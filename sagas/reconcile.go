@@ -40,10 +40,7 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 	if id, err := tron.ParseTxID(txid); err == nil {
 		found, wait := wk.chain.status(id)
 		if found != nil {
-			next, err := wk.settle(ctx, f, tron.TxStatus{
-				State: tron.TxIncluded, BlockNumber: found.BlockNumber, BlockTime: found.BlockTime,
-				Receipt: found.Receipt, Message: found.Message,
-			})
+			next, err := wk.settle(ctx, f, statusOf(*found))
 			if err == nil && next == stepWait {
 				// A receipt that proves nothing: ask by txid from now on.
 				wk.chain.uncover(id)
@@ -133,23 +130,34 @@ func (wk *Worker) dropCheckDue(ctx context.Context, f *flight, txid string) (boo
 	return true, nil
 }
 
+// statusOf is a receipt read from a solid block as a lookup answer.
+func statusOf(in tron.TxInfo) tron.TxStatus {
+	return tron.TxStatus{
+		State: tron.TxIncluded, BlockNumber: in.BlockNumber, BlockTime: in.BlockTime,
+		Receipt: in.Receipt, Message: in.Message, FeeSun: in.FeeSun, EnergyUsed: in.EnergyUsed,
+	}
+}
+
 // settle records the outcome of the current envelope, included in a solid
-// block (st, from the solidity view). A SUCCESS receipt confirms; an
-// explicit failing receipt (REVERT, OUT_OF_ENERGY, …) means the
-// transaction is on chain, spent, and moved nothing, so it fails with that
-// reason, the receipt and its block as the proof, and is never rebuilt. A
-// receipt that says nothing (empty, DEFAULT, or a result this code does
-// not know) is no proof either way: the worker waits for a later answer
-// rather than release money that may have left.
+// block (st, from the solidity view), with the fee it burnt. A SUCCESS
+// receipt confirms. An explicit failing receipt (REVERT, OUT_OF_ENERGY, …)
+// means the transaction is on chain, spent, and moved nothing: a worker
+// with a send gate (the hot-wallet monitor) rebuilds it once the wallet
+// can pay (rebuildAfterReceipt); one without fails it with that reason,
+// the receipt and its block as the proof. A receipt that says nothing
+// (empty, DEFAULT, or a result this code does not know) is no proof either
+// way: the worker waits for a later answer rather than release money that
+// may have left.
 func (wk *Worker) settle(ctx context.Context, f *flight, st tron.TxStatus) (stepResult, error) {
 	txid := f.w.Envelope.TxID
+	fee := &aggregate.ChainFee{Sun: st.FeeSun, EnergyUsed: st.EnergyUsed}
 	if st.Succeeded() {
 		if wk.crashAt(CrashBeforeConfirm, f.w.ID) {
 			return stepStop, ErrCrashed
 		}
 		if err := wk.write(ctx, f, aggregate.Confirm{
 			TxID: txid, BlockNumber: st.BlockNumber, BlockTime: st.BlockTime,
-			Receipt: aggregate.ReceiptSuccess, At: wk.now(),
+			Receipt: aggregate.ReceiptSuccess, Fee: fee, At: wk.now(),
 		}, true); err != nil {
 			return stepStop, err
 		}
@@ -162,10 +170,106 @@ func (wk *Worker) settle(ctx context.Context, f *flight, st tron.TxStatus) (step
 			"withdrawal", f.w.ID, "txid", txid, "block", st.BlockNumber, "receipt", string(st.Receipt), "message", st.Message)
 		return stepWait, nil
 	}
-	return wk.fail(ctx, f, failure{
-		reason: reason, detail: fmt.Sprintf("%s: %s", st, st.Message),
-		receipt: &aggregate.FailureReceipt{BlockNumber: st.BlockNumber, BlockTime: st.BlockTime, Result: string(st.Receipt)},
-	})
+	rc := aggregate.FailureReceipt{BlockNumber: st.BlockNumber, BlockTime: st.BlockTime, Result: string(st.Receipt), Fee: fee}
+	detail := fmt.Sprintf("%s: %s", st, st.Message)
+	if wk.cfg.Gate != nil {
+		return wk.rebuildAfterReceipt(ctx, f, reason, rc, detail)
+	}
+	return wk.fail(ctx, f, failure{reason: reason, detail: detail, receipt: &rc})
+}
+
+// rebuildAfterReceipt follows a failing receipt of the current envelope
+// in a solid block (issue 14.3). A txid is included at most once and this
+// one moved nothing, so the payment has not happened and can never happen
+// through these bytes: the withdrawal is rebuilt instead of failed —
+//   - within the bounded attempts: with them spent it fails with
+//     attempts_exhausted, this receipt its proof (the earlier ones are in
+//     the rebuilds);
+//   - once the wallet can pay: until the send gate says so the worker
+//     waits, lease kept, nothing appended (the monitor shows sending
+//     paused), and it goes on by itself once funds arrive;
+//   - on the chain's word, read again: the receipt is fetched from its
+//     solid block by number (write-ahead, as for the proof of death: what
+//     the rebuild records is checked before it is appended). A block that
+//     says SUCCESS confirms instead; one that says anything else than the
+//     lookup did is waited on.
+//
+// The rebuilt envelope is signed only after the re-check of the approvals
+// against the policy in force, as every envelope is (sign).
+func (wk *Worker) rebuildAfterReceipt(ctx context.Context, f *flight, reason string, rc aggregate.FailureReceipt, detail string) (stepResult, error) {
+	txid := f.w.Envelope.TxID
+	if spent := f.w.SpentAttempts(); spent >= wk.cfg.MaxAttempts {
+		return wk.fail(ctx, f, failure{reason: aggregate.ReasonAttemptsExhausted, receipt: &rc,
+			detail: fmt.Sprintf("attempt %d of %d failed on chain (%s): %s", spent, wk.cfg.MaxAttempts, reason, detail)})
+	}
+	if ok, why := wk.cfg.Gate.MaySend(ctx, f.w); !ok {
+		wk.log.Debug("failed receipt: the rebuild waits until the wallet can pay", "withdrawal", f.w.ID, "txid", txid,
+			"result", rc.Result, "reason", why)
+		return stepWait, nil
+	}
+	id, err := tron.ParseTxID(txid)
+	if err != nil {
+		return stepStop, err
+	}
+	nctx, cancel := wk.nodeCtx(ctx)
+	in, err := solidReceipt(nctx, wk.cfg.Node, id, rc.BlockNumber)
+	cancel()
+	if err != nil {
+		return stepWait, fmt.Errorf("withdrawal %s: receipt of %s: %w", f.w.ID, txid, err)
+	}
+	if in.Receipt == tron.ReceiptSuccess {
+		wk.log.Warn("the lookup said the transfer failed, its solid block says SUCCESS: confirming", "withdrawal", f.w.ID,
+			"txid", txid, "block", rc.BlockNumber, "lookup", rc.Result)
+		return wk.settle(ctx, f, statusOf(in))
+	}
+	if string(in.Receipt) != rc.Result || in.BlockTime != rc.BlockTime {
+		wk.log.Warn("the receipt's solid block disagrees with the lookup; waiting", "withdrawal", f.w.ID, "txid", txid,
+			"block", rc.BlockNumber, "lookup", rc.Result, "block_says", string(in.Receipt))
+		return stepWait, nil
+	}
+	// What is recorded is what the block says, fee included.
+	rc.Fee = &aggregate.ChainFee{Sun: in.FeeSun, EnergyUsed: in.EnergyUsed}
+	return wk.rebuild(ctx, f, aggregate.Rebuild{Receipt: &rc}, "rebuilt after a failed receipt",
+		"result", rc.Result, "block", rc.BlockNumber, "fee_sun", rc.Fee.Sun, "energy_used", rc.Fee.EnergyUsed)
+}
+
+// nextEnvelope builds the envelope that is to replace the current one;
+// on an error, the step result says whether to wait (the node) or stop
+// (the destination).
+func (wk *Worker) nextEnvelope(ctx context.Context, f *flight) (aggregate.Envelope, stepResult, error) {
+	to, err := tron.ParseAddress(f.w.ToAddress)
+	if err != nil {
+		return aggregate.Envelope{}, stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
+	}
+	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
+	if err != nil {
+		return aggregate.Envelope{}, stepWait, err
+	}
+	return env, stepNext, nil
+}
+
+// rebuild retires the current envelope with the proof in rb (a proof of
+// death or a failing receipt) and writes ahead a new one; msg and args
+// describe the proof in the log.
+func (wk *Worker) rebuild(ctx context.Context, f *flight, rb aggregate.Rebuild, msg string, args ...any) (stepResult, error) {
+	env, next, err := wk.nextEnvelope(ctx, f)
+	if err != nil {
+		return next, err
+	}
+	if wk.crashAt(CrashBeforeRebuild, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	old := f.w.Envelope.TxID
+	rb.RetiredTxID, rb.Envelope, rb.At = old, env, wk.now()
+	if err := wk.write(ctx, f, rb, true); err != nil {
+		return stepStop, err
+	}
+	f.forget(old)
+	wk.log.Info(msg, append([]any{"withdrawal", f.w.ID, "retired", old, "txid", env.TxID, "attempt", f.w.Attempt}, args...)...)
+	if wk.crashAt(CrashAfterRebuild, f.w.ID) {
+		return stepStop, ErrCrashed
+	}
+	return stepNext, nil
 }
 
 // resendOrProve is the answer to "the node does not know the current
@@ -272,27 +376,8 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 		return wk.fail(ctx, f, failure{reason: aggregate.ReasonAttemptsExhausted, evidence: &ev,
 			detail: fmt.Sprintf("attempt %d of %d expired unseen: %s", spent, wk.cfg.MaxAttempts, proof)})
 	}
-	to, err := tron.ParseAddress(f.w.ToAddress)
-	if err != nil {
-		return stepStop, fmt.Errorf("withdrawal %s: destination: %w", f.w.ID, err)
-	}
-	env, err := wk.buildEnvelope(ctx, f.w, to, f.pos.Sequence)
-	if err != nil {
-		return stepWait, err
-	}
-	if wk.crashAt(CrashBeforeRebuild, f.w.ID) {
-		return stepStop, ErrCrashed
-	}
-	if err := wk.write(ctx, f, aggregate.Rebuild{RetiredTxID: txid, Evidence: ev, Envelope: env, At: wk.now()}, true); err != nil {
-		return stepStop, err
-	}
-	f.forget(txid)
-	wk.log.Info("rebuilt after proof of death", "withdrawal", f.w.ID, "retired", txid, "txid", env.TxID,
-		"attempt", f.w.Attempt, "blocks", fmt.Sprintf("%d..%d", ev.Scan.From, ev.Scan.To), "solid_time", ev.Scan.ToTime, "expiration", exp)
-	if wk.crashAt(CrashAfterRebuild, f.w.ID) {
-		return stepStop, ErrCrashed
-	}
-	return stepNext, nil
+	return wk.rebuild(ctx, f, aggregate.Rebuild{Evidence: ev}, "rebuilt after proof of death",
+		"blocks", fmt.Sprintf("%d..%d", ev.Scan.From, ev.Scan.To), "solid_time", ev.Scan.ToTime, "expiration", exp)
 }
 
 // foundInBlock handles a scan that found the current txid in solid block
@@ -322,9 +407,7 @@ func (wk *Worker) foundInBlock(ctx context.Context, f *flight, b tron.Block) (st
 	}
 	for _, in := range infos {
 		if in.TxID == id {
-			return wk.settle(ctx, f, tron.TxStatus{
-				State: tron.TxIncluded, BlockNumber: in.BlockNumber, BlockTime: in.BlockTime, Receipt: in.Receipt, Message: in.Message,
-			})
+			return wk.settle(ctx, f, statusOf(in))
 		}
 	}
 	return stepWait, nil // this backend did not serve the block's receipts yet

@@ -120,10 +120,14 @@ func (a *auditor) checkChain(ctx context.Context, opts Options, was []*Replay) (
 				report(Violation, "confirmed txid %s is in block %d; the confirmation records block %d", it.txid, st.BlockNumber, it.block)
 			}
 		case "retired":
-			switch st.State {
-			case tron.TxIncluded:
+			switch {
+			case st.State == tron.TxIncluded && it.wa.retiredByReceipt(it.txid):
+				if st.Succeeded() {
+					report(Violation, "retired txid %s paid on chain (%s), yet a rebuild retired it on a failed receipt", it.txid, st)
+				}
+			case st.State == tron.TxIncluded:
 				report(Violation, "retired txid %s is on chain (%s): its proof of death was wrong", it.txid, st)
-			case tron.TxPending:
+			case st.State == tron.TxPending:
 				report(Warning, "retired txid %s is still in the node's pool", it.txid)
 			}
 		case "failed":

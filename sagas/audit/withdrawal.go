@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 
@@ -34,8 +35,12 @@ import (
 //     death relies on is the one in the bytes; every signature recovers to
 //     the envelope's owner;
 //   - every rebuild: its evidence proves the retired envelope dead
-//     (Evidence.Proves against the retired envelope's expiration), and the
-//     new envelope is new and not already expired at the proof's time;
+//     (Evidence.Proves against the retired envelope's expiration), or its
+//     failing receipt (never SUCCESS) is the retired envelope's, checked
+//     on the chain as a failure's receipt is; the new envelope is new and
+//     not already expired at the proof's time;
+//   - every signature, first or after a rebuild: the approvals satisfy
+//     the policy in force right there (the re-check before signing);
 //   - every confirmation names the current txid with a SUCCESS receipt.
 //
 // policyJudgement — "the policy in force then and now". Time is the
@@ -64,8 +69,9 @@ import (
 //     and a later tightening cannot unsign a transaction. If it was
 //     authorised after the tightening, THEN already reports the violation.
 //     A rebuild re-signs the same payment (a replacement; at most one of
-//     its envelopes can land) and is not a new authorisation; one made
-//     while a stricter policy is in force is a warning. An approved, not
+//     its envelopes can land) and is not a new authorisation, but its
+//     signature is judged as every signature is: approvals short of the
+//     policy in force at the signed event are a violation. An approved, not
 //     yet authorised withdrawal below the current policy gets a note: the
 //     pre-send re-check will send it back to requested.
 
@@ -176,6 +182,33 @@ func (a *auditor) auditWithdrawal(id string, recs []eventstore.Record) *Replay {
 	wa.Retired = append(wa.Retired, w.RetiredTxIDs()...)
 	a.checkPolicyNow(wa, func(sev Severity, check, format string, args ...any) { report(-1, sev, check, format, args...) })
 	return wa
+}
+
+// reasonRebuiltOnReceipt names, as the reason of the failure its proof is
+// checked as, a rebuild proven by a failing receipt.
+const reasonRebuiltOnReceipt = "rebuilt_after_failed_receipt"
+
+func fmtReceipt(rc aggregate.FailureReceipt) string {
+	s := fmt.Sprintf("%s in block %d at %s", rc.Result, rc.BlockNumber, fmtMs(rc.BlockTime))
+	if rc.Fee != nil {
+		s += ", " + fmtFee(*rc.Fee)
+	}
+	return s
+}
+
+func fmtFee(f aggregate.ChainFee) string {
+	return fmt.Sprintf("fee %s TRX for %d energy", tron.FormatUnits(big.NewInt(f.Sun), tron.TRXDecimals), f.EnergyUsed)
+}
+
+// retiredByReceipt reports whether txid was retired by a rebuild proven by
+// its failing receipt: it is on chain, and must have failed there.
+func (wa *Replay) retiredByReceipt(txid string) bool {
+	for _, r := range wa.w.Retired {
+		if r.TxID == txid && r.Receipt != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func hasViolation(fs []Finding) bool {
@@ -296,6 +329,17 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		if ev.TxID != w.Envelope.TxID {
 			report(Violation, "envelope", "signs txid %s; the current envelope is %s", ev.TxID, w.Envelope.TxID)
 		}
+		// The re-check right before signing, every envelope (first or
+		// rebuilt): the approvals satisfy the policy in force here. Logs
+		// from before that re-check (no policy_version) only warn.
+		if p := a.policies.inForceAt(rec.Sequence); aggregate.RequirementFor(w, p.Policy).Approvers > w.DistinctApprovals() {
+			sev := Violation
+			if ev.PolicyVersion == 0 {
+				sev = Warning
+			}
+			report(sev, "policy_then", "signed with %d approvals while policy %s required %d: the re-check right before signing refuses that",
+				w.DistinctApprovals(), p.label(), aggregate.RequirementFor(w, p.Policy).Approvers)
+		}
 		if signer, ok := checkSignature(w, ev, report); ok {
 			add("signer", signer)
 			if msg, ok := a.configs.checkHotWallet(rec.Sequence, signer, "signed by"); !ok {
@@ -318,27 +362,37 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		add("attempt", ev.Attempt)
 		add("retired_txid", ev.RetiredTxID)
 		add("txid", ev.Envelope.TxID)
-		add("evidence", fmt.Sprintf("solid blocks %d..%d, last at %s, expiration %s + margin %dms, lookup %s",
-			ed.Scan.From, ed.Scan.To, fmtMs(ed.SolidBlockTime), fmtMs(ed.Expiration), ed.Margin, ed.Lookup))
 		if ev.RetiredTxID != w.Envelope.TxID {
 			report(Violation, "evidence", "retires txid %s; the current envelope is %s", ev.RetiredTxID, w.Envelope.TxID)
 		}
-		wa.proofs = append(wa.proofs, proofRecord{Version: rec.AggregateVersion, Env: w.Envelope, Evidence: &ev.Evidence})
-		if err := ed.ProvesFor(w.Envelope); err != nil {
-			report(Violation, "evidence", "the evidence does not prove txid %s dead: %v", w.Envelope.TxID, err)
+		provenAt := ed.SolidBlockTime
+		if rc := ev.Receipt; rc != nil {
+			// Proven by the retired envelope's failing receipt: checked on
+			// the chain as a failure's receipt is (a SUCCESS there is a
+			// rebuild after the money moved).
+			add("receipt", fmtReceipt(*rc))
+			provenAt = rc.BlockTime
+			f := aggregate.Failed{Reason: reasonRebuiltOnReceipt, TxID: w.Envelope.TxID, Receipt: rc}
+			wa.proofs = append(wa.proofs, proofRecord{Version: rec.AggregateVersion, Env: w.Envelope, Failed: &f, Signed: true})
+			if _, ok := aggregate.FailureReasonOf(rc.Result); !ok || !ed.IsZero() {
+				report(Violation, "evidence", "rebuilt on receipt %q of txid %s: only a failing receipt, and no second proof, allows a rebuild", rc.Result, w.Envelope.TxID)
+			}
+		} else {
+			add("evidence", fmt.Sprintf("solid blocks %d..%d, last at %s, expiration %s + margin %dms, lookup %s",
+				ed.Scan.From, ed.Scan.To, fmtMs(ed.SolidBlockTime), fmtMs(ed.Expiration), ed.Margin, ed.Lookup))
+			wa.proofs = append(wa.proofs, proofRecord{Version: rec.AggregateVersion, Env: w.Envelope, Evidence: &ev.Evidence})
+			if err := ed.ProvesFor(w.Envelope); err != nil {
+				report(Violation, "evidence", "the evidence does not prove txid %s dead: %v", w.Envelope.TxID, err)
+			}
 		}
 		if w.KnowsTxID(ev.Envelope.TxID) {
 			report(Violation, "envelope", "the new envelope reuses txid %s", ev.Envelope.TxID)
 		}
-		if ev.Envelope.Expiration <= ed.SolidBlockTime {
-			report(Violation, "envelope", "the new envelope expires at %s, already past at the proof's chain time %s", fmtMs(ev.Envelope.Expiration), fmtMs(ed.SolidBlockTime))
+		if ev.Envelope.Expiration <= provenAt {
+			report(Violation, "envelope", "the new envelope expires at %s, already past at the proof's chain time %s", fmtMs(ev.Envelope.Expiration), fmtMs(provenAt))
 		}
 		if owner, ok := checkEnvelope(w, ev.Envelope, report); ok {
 			a.checkOwner(rec, owner, report)
-		}
-		if p := a.policies.inForceAt(rec.Sequence); wa.authSeq > 0 && p.Policy.Required(w.Amount) > w.DistinctApprovals() {
-			report(Warning, "policy_then", "re-signed while policy %s requires %d approvals (%d given); the payment was authorised earlier and a rebuild replaces it, it is not a new one",
-				p.label(), p.Policy.Required(w.Amount), w.DistinctApprovals())
 		}
 		wa.txids = append(wa.txids, txidRecord{TxID: ev.Envelope.TxID, Version: rec.AggregateVersion, Role: "current"})
 	case aggregate.Confirmed:
@@ -352,6 +406,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		if ev.Receipt != aggregate.ReceiptSuccess {
 			report(Violation, "receipt", "confirmed with receipt %q: only SUCCESS pays", ev.Receipt)
 		}
+		if ev.Fee != nil {
+			add("fee", fmtFee(*ev.Fee))
+		}
 	case aggregate.Failed:
 		add("reason", ev.Reason)
 		if ev.TxID != "" {
@@ -361,7 +418,7 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 			add("detail", ev.Detail)
 		}
 		if ev.Receipt != nil {
-			add("receipt", fmt.Sprintf("%s in block %d at %s", ev.Receipt.Result, ev.Receipt.BlockNumber, fmtMs(ev.Receipt.BlockTime)))
+			add("receipt", fmtReceipt(*ev.Receipt))
 		}
 		if ev.Evidence != nil {
 			add("evidence", fmt.Sprintf("solid blocks %d..%d, last at %s", ev.Evidence.Scan.From, ev.Evidence.Scan.To, fmtMs(ev.Evidence.SolidBlockTime)))
