@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,8 +12,25 @@ const (
 	EventWebhookDeleted    = "webhook.deleted"
 )
 
-// WebhookEventStateChanged is the one kind of event a webhook can ask for.
-const WebhookEventStateChanged = "withdrawal.state_changed"
+// The kinds of event a webhook can ask for: a withdrawal's state changed,
+// and the hot wallet's (issue 14): a balance crossed its low mark down or
+// back up, sending paused or resumed.
+const (
+	WebhookEventStateChanged    = "withdrawal.state_changed"
+	WebhookEventWalletLow       = "wallet.low"
+	WebhookEventWalletRecovered = "wallet.recovered"
+	WebhookEventSendingPaused   = "sending.paused"
+	WebhookEventSendingResumed  = "sending.resumed"
+)
+
+// WebhookEventKinds lists what a webhook may ask for.
+var WebhookEventKinds = []string{WebhookEventStateChanged, WebhookEventWalletLow, WebhookEventWalletRecovered,
+	WebhookEventSendingPaused, WebhookEventSendingResumed}
+
+// IsWalletEvent reports whether event is about the hot wallet (no account).
+func IsWalletEvent(event string) bool {
+	return event != WebhookEventStateChanged && slices.Contains(WebhookEventKinds, event)
+}
 
 // WebhookEvent is an event of a webhook registration's stream.
 type WebhookEvent interface {
@@ -68,12 +86,13 @@ type Webhook struct {
 func (h Webhook) Exists() bool { return h.ID != "" }
 
 // Wants reports whether the webhook asked for events of this kind about
-// account.
+// account. Wallet events are about no account: the account filter does
+// not apply to them.
 func (h Webhook) Wants(event, account string) bool {
 	if h.Deleted || !slices.Contains(h.Events, event) {
 		return false
 	}
-	return len(h.Accounts) == 0 || slices.Contains(h.Accounts, account)
+	return IsWalletEvent(event) || len(h.Accounts) == 0 || slices.Contains(h.Accounts, account)
 }
 
 // EvolveWebhook applies one event.
@@ -112,8 +131,8 @@ func DecideRegisterWebhook(h Webhook, c RegisterWebhook) ([]WebhookEvent, error)
 		return nil, newError(CodeInvalidCommand, "events", "at least one event type")
 	}
 	for _, e := range c.Events {
-		if e != WebhookEventStateChanged {
-			return nil, newError(CodeInvalidCommand, "events", "unknown event type %q (known: %s)", e, WebhookEventStateChanged)
+		if !slices.Contains(WebhookEventKinds, e) {
+			return nil, newError(CodeInvalidCommand, "events", "unknown event type %q (known: %s)", e, strings.Join(WebhookEventKinds, ", "))
 		}
 	}
 	for _, a := range c.Accounts {

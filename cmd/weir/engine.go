@@ -37,16 +37,18 @@ import (
 // engine is one running weir process: everything `weir serve` starts, in
 // the order it must stop.
 type engine struct {
-	log       *slog.Logger
-	feeLimit  int64                // sun, from --fee-limit
-	wallet    *hotwallet.Monitor   // the hot wallet's readings and the send gate
-	emb       *eventstore.Embedded // nil with --nats-url
-	conns     []*nats.Conn
-	store     *eventstore.Store
-	storeCfg  eventstore.Config
-	repo      *sagas.Repo
-	intake    *sagas.Intake
-	projector *projections.Projector
+	log      *slog.Logger
+	feeLimit int64              // sun, from --fee-limit
+	wallet   *hotwallet.Monitor // the hot wallet's readings and the send gate
+	// walletNotes announces the wallet's changes on WEIR_NOTIFY.
+	walletNotes *notify.WalletAnnouncer
+	emb         *eventstore.Embedded // nil with --nats-url
+	conns       []*nats.Conn
+	store       *eventstore.Store
+	storeCfg    eventstore.Config
+	repo        *sagas.Repo
+	intake      *sagas.Intake
+	projector   *projections.Projector
 	// publisher derives WEIR_NOTIFY from the log.
 	publisher    *notify.Publisher
 	notifyStream jetstream.Stream
@@ -360,9 +362,6 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	e.nodeMetrics = newNodeMetrics()
 	observed := e.nodeMetrics.observe(e.node)
 	e.node = observed
-	if err := e.startWalletMonitor(ctx, observed, cfg, signer.Address(), log); err != nil {
-		return nil, err
-	}
 	if cfg.NodeRPS > 0 || cfg.NodeConcurrency > 0 {
 		// One budget for every worker of this process: the node sees the
 		// process, not its workers.
@@ -388,6 +387,11 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}()
 	if err := e.startNotifications(ctx, connect, cfg, log); err != nil {
+		return nil, err
+	}
+	// After the projector (transfers in flight) and the notifications (the
+	// wallet's are announced), before the workers (it is their gate).
+	if err := e.startWalletMonitor(ctx, observed, cfg, signer.Address(), log); err != nil {
 		return nil, err
 	}
 	hist, err := e.startHistory(ctx, connect, cfg, log)

@@ -50,7 +50,14 @@ func (e *engine) startNotifications(ctx context.Context, connect func(string) (*
 			e.fail("notification publisher", err)
 		}
 	}()
-	log.Info("notifications", "stream", notify.Stream, "subjects", notify.SubjectPrefix+".<account>.<state>")
+	e.walletNotes = notify.NewWalletAnnouncer(js, stream, log.With("room", "notify"))
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = e.walletNotes.Run(ctx) // retries until ctx ends
+	}()
+	log.Info("notifications", "stream", notify.Stream, "subjects", notify.SubjectPrefix+".<account>.<state>",
+		"wallet_subjects", notify.WalletSubjectPrefix+".<usdt|trx|sending>.<state>")
 	return e.startWebhooks(ctx, js, store, stream, cfg, log)
 }
 

@@ -14,7 +14,7 @@ import (
 
 // startWalletMonitor watches the hot wallet through the node (one reading
 // now, then every --wallet-interval): GET /v1/wallet, the metrics, the low
-// marks and the workers' send gate. A first reading that fails is logged;
+// marks and their notifications, and the workers' send gate. A first reading that fails is logged;
 // sending stays paused until one succeeds.
 func (e *engine) startWalletMonitor(ctx context.Context, reader tron.WalletReader, cfg serveConfig, hot tron.Address, log *slog.Logger) error {
 	var lowUSDT *big.Int
@@ -36,6 +36,11 @@ func (e *engine) startWalletMonitor(ctx context.Context, reader tron.WalletReade
 	m, err := hotwallet.New(hotwallet.Config{
 		Reader: reader, Address: hot, FeeLimit: e.feeLimit, LowUSDT: lowUSDT, LowTRX: lowTRX,
 		Interval: cfg.WalletInterval, Logger: log.With("saga", "hotwallet"),
+		// Transfers built and not yet ended are spoken for at every reading.
+		InFlight: e.projector.InFlightWithdrawals,
+		// Low marks crossed, sending paused or resumed: WEIR_NOTIFY
+		// (weir.notify.wallet.*) and the webhooks that asked for them.
+		OnChange: e.walletNotes.Notify,
 	})
 	if err != nil {
 		return err

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-payouts/weir/sagas/notify"
 )
 
 // The hot wallet runs dry under `weir serve`: the approved withdrawal
@@ -38,13 +44,20 @@ func TestServePausesSendingOnAnEmptyWalletAndResumesWhenFunded(t *testing.T) {
 		}
 	}
 
+	fundHotWallet(c, p, "100")
+	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
+}
+
+// fundHotWallet adds usdt to the hot wallet through the simulated node's
+// POST /sim/fund.
+func fundHotWallet(c httpClient, p *servedProcess, usdt string) {
+	c.t.Helper()
 	_, _, w := c.do("GET", "/v1/wallet", "dev-alice-token", "")
-	resp, err := http.Post(p.tronURL+"/sim/fund", "application/json", strings.NewReader(`{"address":"`+w["address"].(string)+`","usdt":"100"}`))
+	resp, err := http.Post(p.tronURL+"/sim/fund", "application/json", strings.NewReader(`{"address":"`+w["address"].(string)+`","usdt":"`+usdt+`"}`))
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	resp.Body.Close()
-	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
 }
 
 func get(t *testing.T, url string) string {
@@ -74,5 +87,62 @@ func (c httpClient) approvedPayout(id, creditID, amount string) {
 	}
 	if code, _, body := c.do("POST", "/v1/withdrawals/"+id+"/approve", "dev-bob-token", ""); code != 200 {
 		c.t.Fatalf("approve: %d %v", code, body)
+	}
+}
+
+// The same run as an operator's NATS consumer sees it on WEIR_NOTIFY: the
+// USDT low mark crossed (at the first reading), sending paused (the
+// withdrawal held back), and after the refill the mark recovered and
+// sending resumed — each once, while the wallet is read every 50 ms.
+func TestServeAnnouncesTheWalletOnWEIR_NOTIFY(t *testing.T) {
+	p := startServe(t, "--sim-wallet-usdt", "5", "--wallet-interval", "50ms", "--wallet-low-usdt", "8")
+	c := httpClient{t: t, base: p.httpURL}
+	nc, err := nats.Connect(p.natsURL, nats.Token("dev-olivia-token"), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(t.Context(), notify.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.WalletSubjectPrefix + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() (string, notify.WalletNotification) {
+		t.Helper()
+		m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("waiting for a wallet notification: %v", err)
+		}
+		var n notify.WalletNotification
+		if err := json.Unmarshal(m.Data(), &n); err != nil {
+			t.Fatal(err)
+		}
+		return m.Subject(), n
+	}
+	if subj, n := next(); subj != "weir.notify.wallet.usdt.low" || n.Type != "wallet.low" || n.Asset != "USDT" || n.LowMark != "8" || n.Wallet.USDT != "5" {
+		t.Fatalf("first wallet notification %s %+v", subj, n)
+	}
+	const id = "6d3c1f0a-7b2e-4d8a-9c11-2f4e5a6b7c81"
+	c.approvedPayout(id, "dry-2", "10")
+	subj, n := next()
+	if subj != "weir.notify.wallet.sending.paused" || n.Wallet.PausedReason == nil || !strings.Contains(*n.Wallet.PausedReason, "USDT short") {
+		t.Fatalf("second wallet notification %s %+v", subj, n)
+	}
+	fundHotWallet(c, p, "100")
+	c.waitForState(id, "dev-alice-token", "confirmed", 60*time.Second)
+	got := map[string]bool{}
+	for range 2 {
+		subj, _ := next()
+		got[subj] = true
+	}
+	if !got["weir.notify.wallet.usdt.recovered"] || !got["weir.notify.wallet.sending.resumed"] {
+		t.Fatalf("after the refill: %v", got)
+	}
+	if m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond)); err == nil {
+		t.Fatalf("one more wallet notification: %s %s", m.Subject(), m.Data())
 	}
 }

@@ -11,6 +11,12 @@
 // approved) and Status says why; the next reading that shows the funds
 // resumes it.
 //
+// The gate counts the transfers built and not yet ended (Config.InFlight)
+// and those it let through since, against the reading: a reading at the
+// head does not show a transfer still in the pool. Low marks crossed and
+// sending pausing or resuming are told to Config.OnChange, which weir
+// serve announces on WEIR_NOTIFY (notify.WalletAnnouncer).
+//
 // It must not: decide anything about a withdrawal already built or
 // broadcast (those are followed to their outcome whatever the wallet
 // holds), write to the log, or send anything to the chain. A reading is a

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,11 +45,45 @@ type Config struct {
 	// OnLow is told when a balance crosses below its low mark (low true)
 	// and back above it (low false). asset is "USDT" or "TRX".
 	OnLow func(asset string, low bool, balance string)
+	// OnChange is told of every change a notification announces: a low
+	// mark crossed either way, sending paused or resumed (Change). It is
+	// called outside the monitor's lock, from Refresh or MaySend, and must
+	// not block (queue the work).
+	OnChange func(Change)
+	// InFlight lists the withdrawals whose transfer is built and not yet
+	// ended (the worker's WorkSource.InFlightWithdrawals). Their amounts
+	// and fees are counted as spoken for at every reading, since a reading
+	// at the node's head does not show transfers still on their way. Nil:
+	// only what the gate let through since the last reading is counted.
+	InFlight func(now time.Time) []aggregate.Withdrawal
 	// Interval between readings in Run. Default DefaultInterval.
 	Interval time.Duration
 	// Clock stamps readings and ages refusals. Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
+}
+
+// Change types: what OnChange is told and what the notifications
+// announce (CONTRACT.md addition: weir.notify.wallet.*).
+const (
+	ChangeLow       = aggregate.WebhookEventWalletLow       // an asset's balance went below its low mark
+	ChangeRecovered = aggregate.WebhookEventWalletRecovered // and back to or above it
+	ChangePaused    = aggregate.WebhookEventSendingPaused   // sending paused: the wallet cannot pay a held-back withdrawal
+	ChangeResumed   = aggregate.WebhookEventSendingResumed  // sending resumed
+)
+
+// Change is one change of the wallet's state as this monitor saw it.
+type Change struct {
+	Type string
+	// Asset is "USDT" or "TRX" for a low-mark change, "" for sending.
+	Asset string
+	// Mark is the low mark crossed (decimal), "" for sending.
+	Mark string
+	// Initial: the first reading's state of a low mark, not a crossing
+	// this monitor saw (the previous state is in WEIR_NOTIFY, if anywhere).
+	Initial bool
+	// Status is the monitor's view right after the change.
+	Status Status
 }
 
 // defaultProbe is a well-formed address that no key is known for and
@@ -73,6 +109,10 @@ type Status struct {
 	// ReadError is the last reading's failure, if it failed; the figures
 	// are then the last good reading's.
 	ReadError *string `json:"read_error"`
+	// Committed is the USDT spoken for by transfers built and not yet
+	// ended (and let through since the reading), which the gate counts
+	// against USDT.
+	Committed string `json:"committed_usdt"`
 }
 
 // Monitor reads the hot wallet and gates sending on what it holds. Safe
@@ -90,16 +130,37 @@ type Monitor struct {
 	energyPrice int64
 	readAt      time.Time
 	readErr     error
-	// spentUSDT and spentSun are what the gate let through since the last
-	// reading: the reading does not show transfers still on their way.
-	spentUSDT *big.Int
-	spentSun  int64
-	// refused is the amount the gate last refused, refusedAt when; sending
-	// shows paused while refusals keep coming and the wallet still cannot
+	// readings counts successful readings.
+	readings int
+	// inFlightUSDT and inFlightSun are the withdrawals in flight at the
+	// last reading (Config.InFlight) and their worst-case fees; let is
+	// what the gate let through since, by withdrawal id, with the reading
+	// it was let through after. The reading does not show transfers still
+	// on their way.
+	inFlightUSDT *big.Int
+	inFlightSun  int64
+	let          map[string]letThrough
+	// refused holds the withdrawals the gate held back, by id: sending
+	// shows paused while a refusal stands (asked again within two
+	// intervals, and at least minRefusalAge) and the wallet still cannot
 	// pay it.
-	refused   *big.Int
-	refusedAt time.Time
-	low       map[string]bool
+	refused map[string]refusal
+	low     map[string]bool
+	// lowSeen: the asset's mark was compared at least once.
+	lowSeen map[string]bool
+	// paused is the sending state last told to OnChange.
+	paused bool
+}
+
+type letThrough struct {
+	amount  *big.Int
+	sun     int64
+	reading int
+}
+
+type refusal struct {
+	amount *big.Int
+	at     time.Time
 }
 
 // New returns a Monitor; call Refresh (or Run) before relying on it.
@@ -128,7 +189,8 @@ func New(cfg Config) (*Monitor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Monitor{cfg: cfg, log: cfg.Logger, usdt: new(big.Int), spentUSDT: new(big.Int), low: map[string]bool{}}, nil
+	return &Monitor{cfg: cfg, log: cfg.Logger, usdt: new(big.Int), inFlightUSDT: new(big.Int),
+		let: map[string]letThrough{}, refused: map[string]refusal{}, low: map[string]bool{}, lowSeen: map[string]bool{}}, nil
 }
 
 // Run reads the wallet every Interval until ctx ends. A failed reading is
@@ -177,16 +239,61 @@ func (m *Monitor) refresh(ctx context.Context) error {
 		return err
 	}
 	cost := tron.CostOf(acct, prices, energy, tron.TransferBandwidth, false)
+	now := m.cfg.Clock()
+	var inFlight []aggregate.Withdrawal
+	if m.cfg.InFlight != nil {
+		inFlight = m.cfg.InFlight(now)
+	}
 	m.mu.Lock()
 	m.read, m.usdt, m.acct, m.cost, m.energyPrice = true, usdt, acct, cost, prices.EnergySun
-	m.readAt = m.cfg.Clock().UTC()
-	m.spentUSDT, m.spentSun = new(big.Int), 0
+	m.readAt = now.UTC()
+	m.readErr = nil
+	m.readings++
+	m.countInFlightLocked(inFlight)
 	crossings := m.crossingsLocked()
+	crossings = append(crossings, m.sendingLocked()...)
 	m.mu.Unlock()
 	for _, c := range crossings {
 		c()
 	}
 	return nil
+}
+
+// countInFlightLocked counts what is spoken for at a new reading: the
+// withdrawals in flight and, of those the gate let through, the ones
+// that are not in flight yet and were let through after the previous
+// reading (older ones had a whole interval to show up: ended, or never
+// built). Without an InFlight source, nothing is carried over.
+func (m *Monitor) countInFlightLocked(inFlight []aggregate.Withdrawal) {
+	m.inFlightUSDT, m.inFlightSun = new(big.Int), 0
+	if m.cfg.InFlight == nil {
+		clear(m.let)
+		return
+	}
+	seen := map[string]bool{}
+	for _, w := range inFlight {
+		if w.Route.IsInternal() || seen[w.ID] {
+			continue
+		}
+		seen[w.ID] = true
+		m.inFlightUSDT.Add(m.inFlightUSDT, w.Amount.Units())
+		m.inFlightSun += m.cost.TotalSun()
+	}
+	for id, l := range m.let {
+		if seen[id] || l.reading < m.readings-1 {
+			delete(m.let, id)
+		}
+	}
+}
+
+// committedLocked is the USDT and sun spoken for beyond the reading.
+func (m *Monitor) committedLocked() (*big.Int, int64) {
+	usdt, sun := new(big.Int).Set(m.inFlightUSDT), m.inFlightSun
+	for _, l := range m.let {
+		usdt.Add(usdt, l.amount)
+		sun += l.sun
+	}
+	return usdt, sun
 }
 
 // worstCaseEnergy is a USDT transfer's energy to an address that never
@@ -214,28 +321,68 @@ func (m *Monitor) estimate(ctx context.Context, usdt *big.Int) (int64, error) {
 // notifications to make (outside the lock).
 func (m *Monitor) crossingsLocked() []func() {
 	var out []func()
-	check := func(asset string, low bool, balance string) {
-		if low == m.low[asset] {
+	check := func(asset string, low bool, balance, mark string) {
+		initial := !m.lowSeen[asset]
+		m.lowSeen[asset] = true
+		if low == m.low[asset] && !initial {
 			return
 		}
+		changed := low != m.low[asset]
 		m.low[asset] = low
-		if low {
-			m.log.Warn("hot wallet below its low mark", "asset", asset, "balance", balance)
-		} else {
-			m.log.Info("hot wallet back above its low mark", "asset", asset, "balance", balance)
+		if changed {
+			if low {
+				m.log.Warn("hot wallet below its low mark", "asset", asset, "balance", balance, "mark", mark)
+			} else {
+				m.log.Info("hot wallet back above its low mark", "asset", asset, "balance", balance, "mark", mark)
+			}
+			if m.cfg.OnLow != nil {
+				f := m.cfg.OnLow
+				out = append(out, func() { f(asset, low, balance) })
+			}
 		}
-		if m.cfg.OnLow != nil {
-			f := m.cfg.OnLow
-			out = append(out, func() { f(asset, low, balance) })
+		if m.cfg.OnChange != nil {
+			c := Change{Type: ChangeRecovered, Asset: asset, Mark: mark, Initial: initial, Status: m.statusLocked()}
+			if low {
+				c.Type = ChangeLow
+			}
+			f := m.cfg.OnChange
+			out = append(out, func() { f(c) })
 		}
 	}
 	if m.cfg.LowUSDT != nil && m.cfg.LowUSDT.Sign() > 0 {
-		check("USDT", m.usdt.Cmp(m.cfg.LowUSDT) < 0, tron.FormatUnits(m.usdt, tron.USDTDecimals))
+		check("USDT", m.usdt.Cmp(m.cfg.LowUSDT) < 0, tron.FormatUnits(m.usdt, tron.USDTDecimals), tron.FormatUnits(m.cfg.LowUSDT, tron.USDTDecimals))
 	}
 	if m.cfg.LowTRX > 0 {
-		check("TRX", m.acct.BalanceSun < m.cfg.LowTRX, tron.FormatUnits(big.NewInt(m.acct.BalanceSun), tron.TRXDecimals))
+		check("TRX", m.acct.BalanceSun < m.cfg.LowTRX, trx(m.acct.BalanceSun), trx(m.cfg.LowTRX))
 	}
 	return out
+}
+
+// sendingLocked compares whether sending is paused now with what
+// OnChange was last told, and returns the notification to make (outside
+// the lock). A monitor starts active: it announces a pause only when it
+// holds a withdrawal back, and a resumption only after its own pause.
+func (m *Monitor) sendingLocked() []func() {
+	s := m.statusLocked()
+	paused := s.Sending == SendingPaused
+	if paused == m.paused || !m.read {
+		return nil
+	}
+	m.paused = paused
+	if paused {
+		m.log.Warn("sending paused: the hot wallet cannot pay", "reason", *s.PausedReason)
+	} else {
+		m.log.Info("sending resumed")
+	}
+	if m.cfg.OnChange == nil {
+		return nil
+	}
+	c := Change{Type: ChangeResumed, Status: s}
+	if paused {
+		c.Type = ChangePaused
+	}
+	f := m.cfg.OnChange
+	return []func(){func() { f(c) }}
 }
 
 // Low reports whether asset ("USDT", "TRX") is below its low mark.
@@ -253,16 +400,19 @@ func (m *Monitor) Low(asset string) bool {
 func (m *Monitor) MaySend(_ context.Context, w aggregate.Withdrawal) (bool, string) {
 	amount := w.Amount.Units()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	reason := m.shortLocked(amount)
 	if reason != "" {
-		m.refused, m.refusedAt = amount, m.cfg.Clock()
-		return false, reason
+		m.refused[w.ID] = refusal{amount: amount, at: m.cfg.Clock()}
+	} else {
+		delete(m.refused, w.ID)
+		m.let[w.ID] = letThrough{amount: amount, sun: m.cost.TotalSun(), reading: m.readings}
 	}
-	m.refused = nil
-	m.spentUSDT.Add(m.spentUSDT, amount)
-	m.spentSun += m.cost.TotalSun()
-	return true, ""
+	changes := m.sendingLocked()
+	m.mu.Unlock()
+	for _, c := range changes {
+		c()
+	}
+	return reason == "", reason
 }
 
 // shortLocked says why the wallet cannot pay a transfer of amount now, or
@@ -279,43 +429,76 @@ func (m *Monitor) shortLocked(amount *big.Int) string {
 		return fmt.Sprintf("the fee limit %s TRX is below the %s TRX a transfer's energy may burn (raise --fee-limit or stake TRX for energy)",
 			trx(m.cfg.FeeLimit), trx(need))
 	}
-	if have, fee := m.acct.BalanceSun-m.spentSun, m.cost.TotalSun(); have < fee {
-		return fmt.Sprintf("TRX short: the hot wallet has %s TRX, a transfer may burn %s TRX in fees", trx(max(have, 0)), trx(fee))
+	committed, committedSun := m.committedLocked()
+	if have, fee := m.acct.BalanceSun-committedSun, m.cost.TotalSun(); have < fee {
+		return fmt.Sprintf("TRX short: the hot wallet has %s TRX%s, a transfer may burn %s TRX in fees", trx(max(have, 0)), spokenFor(committedSun > 0), trx(fee))
 	}
-	have := new(big.Int).Sub(m.usdt, m.spentUSDT)
+	have := new(big.Int).Sub(m.usdt, committed)
 	if have.Cmp(amount) < 0 {
 		if have.Sign() < 0 {
 			have.SetInt64(0)
 		}
-		return fmt.Sprintf("USDT short: the hot wallet has %s USDT, the next withdrawal pays %s USDT",
-			tron.FormatUnits(have, tron.USDTDecimals), tron.FormatUnits(amount, tron.USDTDecimals))
+		return fmt.Sprintf("USDT short: the hot wallet has %s USDT%s, the next withdrawal pays %s USDT",
+			tron.FormatUnits(have, tron.USDTDecimals), spokenFor(committed.Sign() > 0), tron.FormatUnits(amount, tron.USDTDecimals))
+	}
+	return ""
+}
+
+func spokenFor(some bool) string {
+	if some {
+		return " not spoken for by transfers in flight"
 	}
 	return ""
 }
 
 func trx(sun int64) string { return tron.FormatUnits(big.NewInt(sun), tron.TRXDecimals) }
 
+// minRefusalAge is the least time a refusal stands without being asked
+// again: workers ask at every visit (a second apart by default), so a
+// short --wallet-interval must not age a standing refusal out between two
+// visits (sending would flap between paused and resumed).
+const minRefusalAge = 15 * time.Second
+
 // Status is the last reading and whether sending is paused. Sending is
 // paused when the wallet cannot pay even a transfer's fee, or when the
-// gate refused a withdrawal within the last two intervals and the last
-// reading still could not pay it (a refusal no one repeats ages out).
+// gate refused a withdrawal within the last two intervals (at least
+// minRefusalAge) and the last reading still could not pay it (a refusal
+// no one repeats ages out).
 func (m *Monitor) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.statusLocked()
+}
+
+func (m *Monitor) statusLocked() Status {
+	committed, _ := m.committedLocked()
 	s := Status{
 		Address: m.cfg.Address.String(), USDT: tron.FormatUnits(m.usdt, tron.USDTDecimals),
 		TRX: trx(m.acct.BalanceSun), Energy: m.acct.Energy(), Bandwidth: m.acct.Bandwidth(),
 		Sending: SendingActive, TransferFee: trx(m.cost.TotalSun()), TransferEnergy: m.cost.Energy, ReadAt: m.readAt,
+		Committed: tron.FormatUnits(committed, tron.USDTDecimals),
 	}
 	if m.readErr != nil {
 		e := m.readErr.Error()
 		s.ReadError = &e
 	}
-	next := new(big.Int) // no withdrawal waiting: the fee alone
-	if m.refused != nil && m.cfg.Clock().Sub(m.refusedAt) < 2*m.cfg.Interval {
-		next = m.refused
+	// A standing refusal the wallet still cannot pay pauses sending; with
+	// none, only a wallet that cannot pay a transfer's fee does.
+	reason := ""
+	now := m.cfg.Clock()
+	for _, id := range slices.Sorted(maps.Keys(m.refused)) {
+		r := m.refused[id]
+		if now.Sub(r.at) >= max(2*m.cfg.Interval, minRefusalAge) {
+			delete(m.refused, id) // nobody asked again: cancelled, or sent by another process
+			continue
+		}
+		if reason == "" {
+			reason = m.shortLocked(r.amount)
+		}
 	}
-	reason := m.shortLocked(next)
+	if reason == "" && len(m.refused) == 0 {
+		reason = m.shortLocked(new(big.Int))
+	}
 	if reason != "" {
 		s.Sending, s.PausedReason = SendingPaused, &reason
 	}

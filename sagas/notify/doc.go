@@ -11,11 +11,17 @@
 //     event's stream sequence in the log);
 //   - the Publisher: a follower of the event log (the same verified read
 //     path the projections use: a quarantined event is never folded, so it
-//     is never announced) whose position is the last message of WEIR_NOTIFY
-//     itself. Each publish expects the notification stream's last sequence,
-//     so a message is published once even when the log is replayed long
-//     after the de-duplication window, or when two weir processes share one
-//     NATS.
+//     is never announced) whose position is the last withdrawal
+//     notification of WEIR_NOTIFY itself. Each publish expects that
+//     message's sequence (on weir.notify.withdrawal.>), so a message is
+//     published once even when the log is replayed long after the
+//     de-duplication window, or when two weir processes share one NATS;
+//   - the wallet notifications (weir.notify.wallet.<topic>.<state>, body
+//     {"event_id","type","at","asset","low_mark","wallet"}): the
+//     WalletAnnouncer publishes the hot-wallet monitor's changes (a low
+//     mark crossed, sending paused or resumed) once per change of the
+//     announced state, which is the last message on its topic (see
+//     WalletAnnouncer for why that, and not only Nats-Msg-Id).
 //
 // What it must not do: decide anything, write to the event log, or
 // announce an event before it is stored (it reads only the log), or

@@ -63,15 +63,19 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, mem
 	return s, nil
 }
 
-// Position is where the publisher stands: the last message of WEIR_NOTIFY
-// and the log sequence of the event it announced (both 0 on an empty
-// stream).
+// Position is where the publisher stands: the last withdrawal notification
+// of WEIR_NOTIFY (on weir.notify.withdrawal.>; wallet notifications share
+// the stream and are not the publisher's) and the log sequence of the
+// event it announced (both 0 before the first).
 type Position struct {
 	NotifySeq uint64
 	SourceSeq uint64
 }
 
-// ReadPosition reads the last message of the stream.
+// withdrawalSubjects are the publisher's part of the stream.
+const withdrawalSubjects = SubjectPrefix + ".>"
+
+// ReadPosition reads the last withdrawal notification of the stream.
 func ReadPosition(ctx context.Context, s jetstream.Stream) (Position, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -80,19 +84,22 @@ func ReadPosition(ctx context.Context, s jetstream.Stream) (Position, error) {
 	if info.State.LastSeq == 0 {
 		return Position{}, nil
 	}
-	msg, err := s.GetMsg(ctx, info.State.LastSeq)
+	msg, err := s.GetLastMsgForSubject(ctx, withdrawalSubjects)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		// The stream is never purged or trimmed; a missing last message
-		// means someone did, and announcing the log again from the start
-		// would flood every consumer. Refuse loudly.
-		return Position{}, fmt.Errorf("notify: %s last message %d is gone: %w", Stream, info.State.LastSeq, err)
+		if info.State.FirstSeq <= 1 {
+			return Position{}, nil // wallet notifications only, so far
+		}
+		// The stream is never purged or trimmed; missing messages mean
+		// someone did, and announcing the log again from the start would
+		// flood every consumer. Refuse loudly.
+		return Position{}, fmt.Errorf("notify: %s has no withdrawal notification and starts at %d: %w", Stream, info.State.FirstSeq, err)
 	}
 	if err != nil {
-		return Position{}, fmt.Errorf("notify: %s last message: %w", Stream, err)
+		return Position{}, fmt.Errorf("notify: %s last withdrawal notification: %w", Stream, err)
 	}
 	src, err := strconv.ParseUint(msg.Header.Get(HeaderSourceSeq), 10, 64)
 	if err != nil {
-		return Position{}, fmt.Errorf("notify: %s message %d has no %s header: %w", Stream, info.State.LastSeq, HeaderSourceSeq, err)
+		return Position{}, fmt.Errorf("notify: %s message %d has no %s header: %w", Stream, msg.Sequence, HeaderSourceSeq, err)
 	}
-	return Position{NotifySeq: info.State.LastSeq, SourceSeq: src}, nil
+	return Position{NotifySeq: msg.Sequence, SourceSeq: src}, nil
 }

@@ -183,7 +183,9 @@ func (p *Publisher) publish(ctx context.Context, rec eventstore.Record, n Notifi
 	msg.Data = body
 	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(rec.Sequence, 10))
 	pos := p.Position()
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectLastSequence(pos.NotifySeq))
+	// Expects the last withdrawal notification, not the stream's last
+	// message: wallet notifications come in between without moving it.
+	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectLastSequenceForSubject(pos.NotifySeq, withdrawalSubjects))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		return errMoved

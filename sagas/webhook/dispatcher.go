@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -189,13 +190,21 @@ func (d *Dispatcher) loop(ctx context.Context, h aggregate.Webhook) {
 	}
 }
 
+// subjects are the parts of WEIR_NOTIFY a webhook reads: the withdrawal
+// notifications of its accounts (all without a filter) if it asked for
+// them, the wallet's if it asked for any wallet event.
 func subjects(h aggregate.Webhook) []string {
-	if len(h.Accounts) == 0 {
-		return []string{notify.SubjectPrefix + ".>"}
+	var out []string
+	if slices.Contains(h.Events, aggregate.WebhookEventStateChanged) {
+		if len(h.Accounts) == 0 {
+			out = append(out, notify.SubjectPrefix+".>")
+		}
+		for _, a := range h.Accounts {
+			out = append(out, notify.SubjectPrefix+"."+a+".>")
+		}
 	}
-	out := make([]string, len(h.Accounts))
-	for i, a := range h.Accounts {
-		out[i] = notify.SubjectPrefix + "." + a + ".>"
+	if slices.ContainsFunc(h.Events, aggregate.IsWalletEvent) {
+		out = append(out, notify.WalletSubjectPrefix+".>")
 	}
 	return out
 }
@@ -267,7 +276,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h aggregate.Webhook, secret st
 		return err
 	}
 	if !found {
-		rec = Delivery{WebhookID: h.ID, EventID: n.EventID, WithdrawalID: n.Withdrawal.ID, State: string(n.Withdrawal.State),
+		rec = Delivery{WebhookID: h.ID, EventID: n.EventID, Type: n.Type, WithdrawalID: n.Withdrawal.ID, State: string(n.Withdrawal.State),
 			NotifySeq: seq, Status: StatusPending}
 	}
 	if rec.Status != StatusPending {

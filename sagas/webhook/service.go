@@ -268,8 +268,11 @@ const maxAttemptsKept = 20
 
 // Delivery is one notification's way to one webhook.
 type Delivery struct {
-	WebhookID     string     `json:"webhook_id"`
-	EventID       string     `json:"event_id"`
+	WebhookID string `json:"webhook_id"`
+	EventID   string `json:"event_id"`
+	// Type is the notification's type; WithdrawalID and State are empty
+	// for a wallet notification.
+	Type          string     `json:"type"`
 	WithdrawalID  string     `json:"withdrawal_id"`
 	State         string     `json:"state"`
 	NotifySeq     uint64     `json:"notify_seq"`

@@ -15,6 +15,14 @@ import (
 const (
 	EventStream  = "WEIR_EVENTS"
 	NotifyStream = "WEIR_NOTIFY"
+	// WalletNotifications are the hot wallet's notifications (low marks,
+	// sending paused/resumed) on WEIR_NOTIFY. Every principal that sees
+	// every account (operators; requesters and approvers without an
+	// account scope) reads them under weir.notify.>, as it may read GET
+	// /v1/wallet; a principal scoped to accounts may not: its NATS rights
+	// name only its accounts' subjects, and a pause's reason speaks of
+	// another account's withdrawal. Nobody but weir publishes them.
+	WalletNotifications = "weir.notify.wallet.>"
 	// AuditInboxPrefix is the inbox prefix `weir audit` uses, so that the
 	// event log it reads does not pass through _INBOX.>, which every
 	// principal may subscribe.
@@ -98,15 +106,20 @@ func Permissions(p api.Principal) *server.Permissions {
 	if p.Scoped() {
 		pub, sub = scopedProducer(p)
 	}
-	var deny []string
+	var deny, subDeny []string
+	if p.Scoped() {
+		// Belt and braces: no allow rule added later may reach them.
+		subDeny = []string{WalletNotifications}
+		deny = []string{"$JS.API.CONSUMER.CREATE." + NotifyStream + ".*." + WalletNotifications}
+	}
 	if p.Has(api.RoleAuditor) {
 		pub = append(pub, auditorPublish...)
 		sub = append(sub, auditorSubscribe...)
-		deny = auditorDeny()
+		deny = append(deny, auditorDeny()...)
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
-		Subscribe: &server.SubjectPermission{Allow: sub},
+		Subscribe: &server.SubjectPermission{Allow: sub, Deny: subDeny},
 	}
 }
 
