@@ -208,10 +208,9 @@ type Account struct {
 
 	// compact drops a reservation once it is released or settled, so the
 	// state does not grow with the account's history (FoldAccountFrom, the
-	// live fold). A withdrawal's reservation is then answered by the
-	// withdrawal's own stream: it records the reservation in the same
-	// atomic append that makes it (sagas.Ledger), so no writer can reserve
-	// twice for one withdrawal. FoldAccount, ReplayAccount and
+	// live fold). Whether a withdrawal was reserved once its reservation
+	// is closed is then answered by the withdrawal's own stream
+	// (sagas.Repo.ReserveFor). FoldAccount, ReplayAccount and
 	// AuditAccount keep every reservation (statements, audit).
 	compact bool
 }

@@ -222,26 +222,34 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos events
 	if !w.Exists() || w.Reserved {
 		return w, nil
 	}
-	at := l.now().UTC()
-	w, _, err := l.repo.ReserveWithdrawal(ctx, w, pos,
-		aggregate.Reserve{Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.limit(ctx), At: at},
-		aggregate.RecordReservation{At: at},
-		func(err error) aggregate.Command {
-			reason := aggregate.ReasonInsufficientFunds
-			if errors.Is(err, aggregate.ErrDailyLimit) {
-				reason = aggregate.ReasonDailyLimit
-			}
-			return aggregate.Reject{Reason: reason, Detail: err.Error(), At: at}
-		})
-	if err != nil {
-		return w, err
+	id := w.ID
+	err := l.repo.ReserveFor(ctx, w.ID, aggregate.Reserve{
+		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.limit(ctx), At: l.now().UTC(),
+	})
+	var next aggregate.Command = aggregate.RecordReservation{At: l.now().UTC()}
+	switch {
+	case errors.Is(err, aggregate.ErrInsufficientFunds), errors.Is(err, aggregate.ErrDailyLimit):
+		reason := aggregate.ReasonInsufficientFunds
+		if errors.Is(err, aggregate.ErrDailyLimit) {
+			reason = aggregate.ReasonDailyLimit
+		}
+		next = aggregate.Reject{Reason: reason, Detail: err.Error(), At: l.now().UTC()}
+	case err != nil:
+		return w, fmt.Errorf("reserve %s on %s: %w", id, w.Account, err)
 	}
-	if w.Terminal() {
-		// Ended before this path could reserve (cancelled): give back a
-		// reservation an older two-step path may have left.
-		return w, l.Finish(ctx, w)
+	w, _, _, err = l.repo.UpdateWithdrawalFrom(ctx, id, w, pos, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+		if w.Terminal() || w.Reserved {
+			return nil, errSkip // someone else recorded it, or it was cancelled meanwhile
+		}
+		return next, nil
+	})
+	if errors.Is(err, errSkip) {
+		w, err = l.reload(ctx, id)
+		if err == nil && w.Terminal() {
+			err = l.Finish(ctx, w) // cancelled while we reserved: give it back
+		}
 	}
-	return w, nil
+	return w, err
 }
 
 // errSkip stops an update whose work someone else already did.
@@ -283,10 +291,10 @@ func (l *Ledger) Finish(ctx context.Context, w aggregate.Withdrawal) error {
 		})
 		if errors.Is(err, aggregate.ErrNoReservation) && w.Reserved {
 			// The live account state forgets a reservation once it is
-			// closed; a confirmed withdrawal's was made with its record
-			// (ReserveWithdrawal) and is never released, so none held
-			// means it was settled already (a replay). The Repo confirmed
-			// the refusal on the stream leader's view.
+			// closed. A withdrawal is recorded reserved only after its
+			// reservation was made, and a confirmed one's is never
+			// released, so none held means it was settled already (a
+			// replay). The Repo confirmed the refusal on the leader's view.
 			err = nil
 		}
 		if err != nil {

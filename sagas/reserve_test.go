@@ -12,17 +12,17 @@ import (
 
 // The live account state forgets a reservation once it is closed, so it
 // cannot refuse a second one for the same withdrawal: the withdrawal's own
-// stream does. A reserving path that read the withdrawal before its
-// reservation was made, recorded, and released (cancelled) comes back with
-// its stale view: the atomic append expects the withdrawal where that path
-// saw it, loses, and reserves nothing — no money is held twice.
+// stream does, read on the leader once the account's position is known. A
+// reserving path that read the withdrawal before its reservation was made,
+// recorded, and released (cancelled) comes back with its stale view and
+// reserves nothing — no money is held twice.
 func TestAStaleReservingPathCannotReserveTwice(t *testing.T) {
 	s := newStack(t, "")
 	ctx := context.Background()
 	s.credit(t, "acct-a", "100")
 	id := "c0ffee00-0000-4000-8000-0000000000a1"
 	s.requestOnly(t, id, "acct-a", "40")
-	stale, spos, err := s.repo.Withdrawal(ctx, id)
+	stale, _, err := s.repo.Withdrawal(ctx, id)
 	if err != nil || stale.Reserved {
 		t.Fatalf("%+v %v", stale, err)
 	}
@@ -43,11 +43,13 @@ func TestAStaleReservingPathCannotReserveTwice(t *testing.T) {
 		t.Fatalf("live state still holds %d reservations", len(a.Reservations()))
 	}
 
-	got, _, err := s.repo.ReserveWithdrawal(ctx, stale, spos,
-		aggregate.Reserve{Account: "acct-a", WithdrawalID: id, Amount: stale.Amount, At: time.Now().UTC()},
-		aggregate.RecordReservation{At: time.Now().UTC()}, nil)
-	if err != nil || got.State != aggregate.StateRejected {
-		t.Fatalf("stale reserve: %s %v", got.State, err)
+	if err := s.repo.ReserveFor(ctx, id, aggregate.Reserve{Account: "acct-a", WithdrawalID: id, Amount: stale.Amount, At: time.Now().UTC()}); err != nil {
+		t.Fatalf("stale reserve: %v", err)
+	}
+	// The ledger's own path with the stale view: it records nothing and
+	// finds the withdrawal rejected.
+	if got, err := s.ledger.Reserve(ctx, id); err != nil || got.State != aggregate.StateRejected {
+		t.Fatalf("ledger reserve: %s reserved=%v %v", got.State, got.Reserved, err)
 	}
 	a, err := s.intake.Account(ctx, "acct-a")
 	if err != nil || a.Available != "100" || a.Reserved != "0" {
