@@ -421,7 +421,8 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		Intake: e.intake, Principals: principals, Queues: readYourWrites{e.projector}, History: hist,
 		Wallet: e.wallet, Webhooks: e.webhooks, RateLimit: limiter,
 	})
-	if httpHandler, err = e.withConsole(ctx, httpHandler, connect, cfg, app, log); err != nil {
+	httpHandler, closeConsoleStreams, err := e.withConsole(ctx, httpHandler, connect, cfg, app, log)
+	if err != nil {
 		return nil, err
 	}
 	tcpLn, err := net.Listen("tcp", cfg.HTTP)
@@ -433,6 +434,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	metrics.Registry.MustRegister(ln.Collectors()...)
 	e.httpAddr = ln.Addr().String()
 	e.httpSrv = api.NewHTTPServer(httpHandler, log)
+	e.httpSrv.RegisterOnShutdown(closeConsoleStreams)
 	e.httpSrv.ConnState = ln.ConnState
 	go func() {
 		if err := e.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

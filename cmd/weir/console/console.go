@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weir-payouts/weir/cmd/weir/api"
@@ -61,6 +62,16 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	streams  slots
+	// closed ends every live stream (Close).
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// Close ends the live streams (/console/events): they never go idle, so
+// an http.Server's Shutdown would wait for them to its deadline. Register
+// it with http.Server.RegisterOnShutdown. Pages keep working.
+func (c *Console) Close() {
+	c.closeOnce.Do(func() { close(c.closed) })
 }
 
 // New returns the console.
@@ -89,7 +100,7 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{
 		cfg: cfg, app: cfg.App, log: cfg.Logger,
 		sessions: newSessions(cfg.SessionIdle, cfg.SessionMax, cfg.Now),
-		mux:      http.NewServeMux(), streams: make(slots, cfg.MaxStreams),
+		mux:      http.NewServeMux(), streams: make(slots, cfg.MaxStreams), closed: make(chan struct{}),
 	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err

@@ -1,14 +1,18 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/cmd/weir/console"
+	"github.com/weir-payouts/weir/projections"
 )
 
 // The session cookie (and the login form's cookie) are HttpOnly,
@@ -174,9 +178,19 @@ func TestLogoutInvalidatesTheSession(t *testing.T) {
 	b := newBrowser(t, srv)
 	b.login(tokBob)
 	old := b.cookie(console.SessionCookie).Value
+	live := b.events()
+	if name, _ := live.next(t); name != "ready" {
+		t.Fatalf("first event %q", name)
+	}
 	tok := b.csrf("/console/approvals")
 	if p := b.post("/console/logout", url.Values{"csrf": {tok}}); p.status != http.StatusSeeOther {
 		t.Fatalf("logout: %d", p.status)
+	}
+	// The open live stream ends with the session: the next state change
+	// is not sent, the stream says it ended.
+	s.request(t, "dev", "5000", "alice")
+	if name, data := live.next(t); name != "ended" {
+		t.Fatalf("after logout the stream sent %s %v, want ended", name, data)
 	}
 	if b.cookie(console.SessionCookie) != nil {
 		t.Fatal("the cookie survived logout")
@@ -324,4 +338,103 @@ func TestLoginIsRateLimited(t *testing.T) {
 		t.Fatalf("repeated wrong tokens: %d (Retry-After %q), want 429", last.status, last.header.Get("Retry-After"))
 	}
 	mustContain(t, last, "rate_limited")
+}
+
+// Live streams never go idle: the server's shutdown ends them (Close,
+// registered with RegisterOnShutdown) instead of waiting for its deadline.
+func TestShutdownEndsLiveStreams(t *testing.T) {
+	s := newStack(t, nil)
+	c, err := console.New(console.Config{App: s.app, Feed: s.feed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(c)
+	srv.Config.RegisterOnShutdown(c.Close)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, srv)
+	b.login(tokBob)
+	live := b.events()
+	if name, _ := live.next(t); name != "ready" {
+		t.Fatalf("first event %q", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Config.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a live stream open: %v after %s", err, time.Since(start))
+	}
+	if name, _ := live.next(t); name != "closing" {
+		t.Fatalf("the stream ended with %q, want closing", name)
+	}
+}
+
+type fixedQueues struct {
+	ready    []aggregate.Withdrawal
+	inFlight []projections.InFlightItem
+}
+
+func (fixedQueues) PendingApprovals() []aggregate.Withdrawal        { return nil }
+func (q fixedQueues) Ready(time.Time) []aggregate.Withdrawal        { return q.ready }
+func (q fixedQueues) InFlight(time.Time) []projections.InFlightItem { return q.inFlight }
+
+// The in-flight page shows who holds the lease, for how long it has been
+// in flight, and the ambiguous flag with its cause; the ready queue below.
+func TestInFlightPageShowsLeaseAgeAndAmbiguity(t *testing.T) {
+	s := newStack(t, nil)
+	id := s.request(t, "dev", "5000", "alice")
+	w, err := s.intake.Withdrawal(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sending, ready := w, w
+	sending.State = aggregate.StateBroadcasting
+	ready.State, ready.ApprovedAt = aggregate.StateApproved, now.Add(-time.Minute)
+	q := fixedQueues{ready: []aggregate.Withdrawal{ready}, inFlight: []projections.InFlightItem{{
+		Withdrawal: sending, ID: id, State: sending.State, Sends: 2, Since: now.Add(-95 * time.Second), Age: 95 * time.Second,
+		ClaimedBy: "worker-7", LeaseUntil: now.Add(30 * time.Second), Unacknowledged: true, Ambiguous: true,
+	}}}
+	c, err := console.New(console.Config{App: api.NewApp(api.AppConfig{Intake: s.intake, Principals: s.principals, Queues: q})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, srv)
+	b.login(tokBob)
+	p := b.get("/console/in-flight")
+	if p.status != http.StatusOK {
+		t.Fatalf("in-flight: %d\n%s", p.status, p.body)
+	}
+	mustContain(t, p, id, "broadcasting", "worker-7", "1m 35s ago", "ambiguous", "send unacknowledged", `class="warn"`, "Ready")
+}
+
+// Every page renders for an operator (a template error would be a 500),
+// with amounts as exact decimal strings and times in UTC.
+func TestEveryPageRenders(t *testing.T) {
+	s := newStack(t, nil)
+	srv := s.server(t, console.Config{})
+	id := s.request(t, "dev", "1234.567891", "alice")
+	b := newBrowser(t, srv)
+	b.login(tokOlivia)
+	for path, want := range map[string][]string{
+		"/console/approvals":          {"1234.567891", "four-eyes"},
+		"/console/withdrawals":        {"No withdrawals match"}, // no history index in this stack
+		"/console/withdrawals/" + id:  {"1234.567891 USDT-TRC20", "1234567891 units", "withdrawal.requested", " UTC", "by <b>alice</b>", "rule four-eyes"},
+		"/console/in-flight":          {"Nothing is in flight"},
+		"/console/accounts":           {`name="id"`},
+		"/console/accounts/dev":       {"Available", "998765.432109", "reserved", "credited"},
+		"/console/policy":             {"In force", "four-eyes", "1000"},
+		"/console/wallet":             {"No hot wallet is watched"},
+		"/console/webhooks":           {"No webhooks are registered"},
+		"/console/webhooks/no-such":   {"not_found"},
+		"/console/withdrawals/nope-1": {"not_found"},
+	} {
+		p := b.get(path)
+		if p.status >= 500 {
+			t.Fatalf("GET %s: %d\n%s", path, p.status, p.body)
+		}
+		mustContain(t, p, want...)
+	}
 }

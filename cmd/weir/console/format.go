@@ -195,6 +195,9 @@ func timeline(evs []sagas.EventView) []step {
 			}
 			for _, k := range []string{"block_number", "receipt", "result", "send", "attempt", "reason", "detail", "lease_until"} {
 				if v := firstString(m[k]); v != "" {
+					if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+						v = t.UTC().Format("2006-01-02 15:04:05 UTC")
+					}
 					s.Evidence = append(s.Evidence, strings.ReplaceAll(k, "_", " ")+" "+v)
 				}
 			}

@@ -46,11 +46,12 @@ const (
 // (memory), the event store, ledger, projections (the queues), the
 // notification publisher (WEIR_NOTIFY) and the webhook room.
 type stack struct {
-	intake *sagas.Intake
-	app    *api.App
-	feed   *console.Feed
-	logs   *syncBuffer
-	clock  *clock
+	intake     *sagas.Intake
+	principals *api.Principals
+	app        *api.App
+	feed       *console.Feed
+	logs       *syncBuffer
+	clock      *clock
 }
 
 type clock struct {
@@ -160,7 +161,7 @@ func newStack(t *testing.T, limiter *api.RateLimiter) *stack {
 		emb.Shutdown()
 	})
 	s := &stack{
-		intake: intake, feed: feed, logs: logs, clock: &clock{},
+		intake: intake, principals: principals, feed: feed, logs: logs, clock: &clock{},
 		app: api.NewApp(api.AppConfig{Intake: intake, Principals: principals, Queues: queues{proj}, Webhooks: hooks, RateLimit: limiter}),
 	}
 	for _, acct := range []string{"dev", "acme", "other"} {

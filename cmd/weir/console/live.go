@@ -133,6 +133,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, ss *session) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-c.closed:
+			_ = send("event: closing\ndata: {}\n\n")
+			return
 		case <-tick.C:
 			if !c.sessions.alive(ss) {
 				_ = send("event: ended\ndata: {}\n\n")
