@@ -82,7 +82,8 @@ var transitionRows = []struct {
 	// An intent is written before every send, first or resend.
 	{[]State{StateSigned, StateBroadcasting, StateBroadcast}, EventBroadcasting, StateBroadcasting},
 	{[]State{StateBroadcasting}, EventBroadcastAccepted, StateBroadcast},
-	// Recovery: a new envelope, only with chain-time proof the old one is dead.
+	// Recovery: a new envelope, only with proof the old one can never pay:
+	// the chain-time proof of death, or its failing receipt in a solid block.
 	{[]State{StateSigned, StateBroadcasting, StateBroadcast}, EventRebuilt, StateSigning},
 	// An envelope never signed needs no proof to be replaced.
 	{[]State{StateSigning}, EventEnvelopeReplaced, StateSigning},

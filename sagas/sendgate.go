@@ -11,9 +11,11 @@ import (
 // approved withdrawal and builds its first envelope; a refusal writes
 // nothing, so the withdrawal stays approved and is asked about again at
 // the next visit (the poll or a notification) — sending resumes by itself
-// once the wallet can pay. It is never asked about a withdrawal whose
-// envelope exists: those are followed to their outcome whatever the
-// wallet holds.
+// once the wallet can pay. A withdrawal whose envelope exists is followed
+// to its outcome whatever the wallet holds; the gate is asked again only
+// when that envelope failed on chain (OUT_OF_ENERGY, REVERT), before it is
+// rebuilt (rebuildAfterReceipt): the rebuild waits until the wallet can
+// pay. A worker without a gate fails such a withdrawal instead.
 type SendGate interface {
 	MaySend(ctx context.Context, w aggregate.Withdrawal) (ok bool, reason string)
 }
