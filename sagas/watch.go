@@ -179,49 +179,122 @@ func (cw *chainWatch) follow(ctx context.Context, node tron.Node, callCtx func(c
 // it drives in that round, not read per withdrawal. A view a round old is
 // a little behind the chain, which only makes an envelope expire a little
 // earlier and a first send's head a lower bound (see chainWatch.watch).
-// The head and the reference block are read separately, each only when a
-// withdrawal of the round needs it: a round that only sends or waits
-// reads no reference block.
+// The head and the reference block are read each only when a withdrawal
+// of the round needs it (a round that only sends or waits reads no
+// reference block), the two at once when both are.
+//
+// Step (and Drive) start a round with expire: the first withdrawal that
+// needs the view reads it, and the others wait for that read. Run starts
+// one with next instead: when the last round used the view, it is read
+// again in the background at once and the last round's view serves until
+// the new one is in — so a round's builds and first sends do not wait a
+// node round trip, and the view is never more than a round behind the
+// round that uses it. A failed background read leaves the view unusable:
+// the next withdrawal that needs it reads it itself.
 type chainView struct {
-	mu                  sync.Mutex
-	head, ref           tron.BlockHeader
-	headFresh, refFresh bool
+	mu                sync.Mutex
+	head, ref         tron.BlockHeader
+	headOK, refOK     bool // usable in this round
+	headUsed, refUsed bool // asked for since the last read
+	reading           bool // a background read is under way
 }
 
-// expire makes the next reads ask the node again.
+// expire makes the next reads ask the node again, waiting for it.
 func (v *chainView) expire() {
 	v.mu.Lock()
-	v.headFresh, v.refFresh = false, false
+	v.headOK, v.refOK = false, false
 	v.mu.Unlock()
 }
 
-// tapos returns the round's head and reference block, reading each once.
+// next starts a round of Run: what the last round used is read again in
+// the background, and serves meanwhile as it was; what it did not use is
+// read when next needed.
+func (v *chainView) next(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reading {
+		return // the read under way is this round's
+	}
+	head, ref := v.headOK && v.headUsed, v.refOK && v.refUsed
+	v.headOK, v.refOK = head, ref
+	v.headUsed, v.refUsed = false, false
+	if !head {
+		return
+	}
+	v.reading = true
+	go func() {
+		h, r, err := readView(ctx, node, callCtx, ref)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.reading = false
+		if err != nil {
+			v.headOK, v.refOK = false, false
+			return
+		}
+		v.head, v.headOK = h, true
+		if ref {
+			v.ref, v.refOK = r, true
+		}
+	}()
+}
+
+// readView reads the head and, with ref, the reference block, at once.
+func readView(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc), withRef bool) (head, ref tron.BlockHeader, err error) {
+	refErr := make(chan error, 1)
+	if withRef {
+		go func() {
+			nctx, cancel := callCtx(ctx)
+			defer cancel()
+			var err error
+			if ref, err = node.RefBlock(nctx); err != nil {
+				err = fmt.Errorf("reference block: %w", err)
+			}
+			refErr <- err
+		}()
+	}
+	nctx, cancel := callCtx(ctx)
+	head, err = node.Head(nctx)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("head: %w", err)
+	}
+	if withRef {
+		if rerr := <-refErr; err == nil {
+			err = rerr
+		}
+	}
+	return head, ref, err
+}
+
+// tapos returns the round's head and reference block.
 func (v *chainView) tapos(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (head, ref tron.BlockHeader, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if head, err = v.headLocked(ctx, node, callCtx); err != nil {
-		return head, ref, err
+	v.headUsed, v.refUsed = true, true
+	if v.headOK && v.refOK {
+		return v.head, v.ref, nil
 	}
-	if v.refFresh {
-		return head, v.ref, nil
+	if v.refOK {
+		head, err = v.headLocked(ctx, node, callCtx)
+		return head, v.ref, err
 	}
-	nctx, cancel := callCtx(ctx)
-	defer cancel()
-	if ref, err = node.RefBlock(nctx); err != nil {
-		return head, ref, fmt.Errorf("reference block: %w", err)
+	h, r, err := readView(ctx, node, callCtx, true)
+	if err != nil {
+		return h, r, err
 	}
-	v.ref, v.refFresh = ref, true
-	return head, ref, nil
+	v.head, v.ref, v.headOK, v.refOK = h, r, true, true
+	return h, r, nil
 }
 
-// headNow returns the round's head, reading it once.
+// headNow returns the round's head.
 func (v *chainView) headNow(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (tron.BlockHeader, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.headUsed = true
 	return v.headLocked(ctx, node, callCtx)
 }
 
-// known returns the latest head read, fresh or not (zero before any).
+// known returns the latest head read, usable or not (zero before any).
 func (v *chainView) known() tron.BlockHeader {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -229,15 +302,13 @@ func (v *chainView) known() tron.BlockHeader {
 }
 
 func (v *chainView) headLocked(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc)) (tron.BlockHeader, error) {
-	if v.headFresh {
+	if v.headOK {
 		return v.head, nil
 	}
-	nctx, cancel := callCtx(ctx)
-	defer cancel()
-	head, err := node.Head(nctx)
+	head, _, err := readView(ctx, node, callCtx, false)
 	if err != nil {
-		return head, fmt.Errorf("head: %w", err)
+		return head, err
 	}
-	v.head, v.headFresh = head, true
+	v.head, v.headOK = head, true
 	return head, nil
 }

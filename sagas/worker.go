@@ -308,33 +308,51 @@ type driven struct {
 
 // Run drives withdrawals until ctx ends (returning nil) or a crash hook
 // kills the worker (returning ErrCrashed, once every drive in flight has
-// stopped). It keeps up to Inflight drives going. It lists its candidates
-// (held withdrawals, the ready queue, lapsed in-flight ones: candidates)
-// when notified (Notify: a withdrawal became ready, a block came) and
-// every PollInterval (leases lapse and chains move without telling
-// anyone); each such look first follows the solid blocks (watch.go).
-// Candidates listed but left over for lack of a slot are taken, in their
-// order, as drives end — without listing again, without a node call, and
-// without visiting again the withdrawals that wait for the chain (they
-// wait for the next notification or tick, like new work does).
+// stopped). It keeps up to Inflight drives going. When notified (Notify:
+// a withdrawal became ready, a block came) and every PollInterval (leases
+// lapse and chains move without telling anyone) it lists new work at
+// once — the ready queue and lapsed in-flight withdrawals — and follows
+// the solid blocks (watch.go) beside the drives, never in their way; once
+// the scan is done it visits the withdrawals it holds too, which wait for
+// what the scan finds. Candidates listed but left over for lack of a slot
+// are taken, in their order, as drives end — without listing again,
+// without a node call, and without visiting again the withdrawals that
+// wait for the chain.
 func (wk *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(wk.cfg.PollInterval)
 	defer t.Stop()
 	done := make(chan driven, wk.cfg.Inflight)
 	running := 0
+	followed := make(chan struct{}, 1)
+	following, again := false, false
+	follow := func() {
+		if following {
+			again = true
+			return
+		}
+		following = true
+		go func() {
+			wk.follow(ctx)
+			followed <- struct{}{}
+		}()
+	}
 	stop := func(err error) error {
 		for ; running > 0; running-- {
 			<-done
 		}
+		if following {
+			<-followed
+		}
 		return err
 	}
-	look := true       // list the candidates: at start, on a notification, on a tick
-	var ids []string   // the last listing (reused)
-	var queue []string // what is left of it for lack of a slot
+	lookNew, lookAll := true, false // list new work; list it with the held withdrawals
+	var ids []string                // the last listing (reused)
+	var queue []string              // what is left of it for lack of a slot
 	finished := func(d driven) {
 		running--
 		wk.report(ctx, d.id, d.err)
 	}
+	follow()
 	for {
 		if wk.dead.Load() {
 			return stop(ErrCrashed)
@@ -342,12 +360,11 @@ func (wk *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return stop(nil)
 		}
-		if (look || len(queue) > 0) && running < wk.cfg.Inflight {
-			if look {
-				look = false
-				wk.follow(ctx)
-				ids = wk.candidates(ids[:0])
+		if (lookNew || lookAll || len(queue) > 0) && running < wk.cfg.Inflight {
+			if lookNew || lookAll {
+				ids = wk.candidates(ids[:0], lookAll)
 				queue = ids
+				lookNew, lookAll = false, false
 			}
 			n := 0
 			for n < len(queue) && running < wk.cfg.Inflight {
@@ -367,11 +384,20 @@ func (wk *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-wk.wake:
-			look = true
-			wk.view.expire()
+			lookNew = true
+			wk.view.next(ctx, wk.cfg.Node, wk.nodeCtx)
+			follow()
 		case <-t.C:
-			look = true
-			wk.view.expire()
+			lookNew = true
+			wk.view.next(ctx, wk.cfg.Node, wk.nodeCtx)
+			follow()
+		case <-followed:
+			following = false
+			lookAll = true
+			if again {
+				again = false
+				follow()
+			}
 		case d := <-done:
 			finished(d)
 			for more := true; more; { // every drive that ended meanwhile
@@ -406,7 +432,7 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 	wk.view.expire()
 	wk.follow(ctx)
 	slots := make(chan struct{}, wk.cfg.Inflight)
-	for _, id := range wk.candidates(nil) {
+	for _, id := range wk.candidates(nil, true) {
 		if ctx.Err() != nil || wk.dead.Load() {
 			break
 		}
@@ -490,18 +516,21 @@ func (wk *Worker) take(id string) bool {
 	return true
 }
 
-// candidates appends to dst the ids to visit, held ones first (a
-// goroutine of this worker may be driving some: take skips those), then
-// the ready queue from a place of this worker's own, then in-flight
-// withdrawals whose lease lapsed.
-func (wk *Worker) candidates(dst []string) []string {
+// candidates appends to dst the ids to visit: with held, the withdrawals
+// this worker holds first (a goroutine of this worker may be driving
+// some: take skips those); then the ready queue from a place of this
+// worker's own, then in-flight withdrawals whose lease lapsed — never the
+// held ones again.
+func (wk *Worker) candidates(dst []string, withHeld bool) []string {
 	now := wk.cfg.Clock()
 	wk.mu.Lock()
 	held := make(map[string]bool, len(wk.held))
 	from := len(dst)
 	for id := range wk.held {
 		held[id] = true
-		dst = append(dst, id)
+		if withHeld {
+			dst = append(dst, id)
+		}
 	}
 	rounds := wk.rounds
 	wk.rounds++

@@ -126,13 +126,13 @@ func (c *countingWork) InFlightWithdrawals(now time.Time) []aggregate.Withdrawal
 
 // Candidates listed once but left over for lack of a slot are taken as
 // drives end, without listing the queues again: twelve ready withdrawals,
-// three slots, no notification and an hour's poll — one listing sends
-// all twelve.
+// two slots, no notification and an hour's poll — the listing at the
+// start (and the one after the first block scan) send all twelve.
 func TestRunTakesLeftoverCandidatesWithoutListingAgain(t *testing.T) {
 	r := newBCRig(t)
 	ids := r.readyMany("leftover", 12)
 	work := &countingWork{WorkSource: r.work}
-	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 3; c.PollInterval = time.Hour; c.Work = work })
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 2; c.PollInterval = time.Hour; c.Work = work })
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan error, 1)
 	go func() { done <- w1.Run(ctx) }()
@@ -144,7 +144,47 @@ func TestRunTakesLeftoverCandidatesWithoutListingAgain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if n, m := work.ready.Load(), work.inflight.Load(); n != 1 || m != 1 {
-		t.Fatalf("the queues were listed %d and %d times, want once", n, m)
+	if n, m := work.ready.Load(), work.inflight.Load(); n > 2 || m > 2 {
+		t.Fatalf("the queues were listed %d and %d times, want at most twice", n, m)
 	}
+}
+
+// Run follows the solid blocks beside its drives, not in their way: while
+// the block scan hangs on a slow node, new work is still listed and sent.
+func TestRunSendsNewWorkWhileTheBlockScanWaitsOnTheNode(t *testing.T) {
+	r := newBCRig(t)
+	gate := make(chan struct{})
+	var gated atomic.Bool
+	r.node.Before = func(ctx context.Context, m tron.NodeMethod) error {
+		if m != tron.NodeSolidHead || !gated.Load() {
+			return nil
+		}
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.PollInterval = time.Hour; c.NodeTimeout = time.Minute })
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w1.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	defer close(gate)
+	store := r.repo.Store()
+	first := r.ready(bcAddress("scan-first"), "3")
+	w1.Notify()
+	bcWaitFor(t, r.ctx, store, first, aggregate.EventBroadcasting) // now watched: the scan will ask
+	gated.Store(true)
+	r.sim.Advance(1)
+	w1.Notify() // the scan starts and hangs
+	second := r.ready(bcAddress("scan-second"), "4")
+	w1.Notify()
+	bcWaitFor(t, r.ctx, store, second, aggregate.EventBroadcasting)
 }
