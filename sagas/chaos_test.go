@@ -17,6 +17,7 @@ package sagas_test
 // WEIR_CHAOS_SEED picks the seed (printed); the test must pass for any.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -189,6 +190,10 @@ type chaosWorld struct {
 	freezes         int
 	// restartArmed: the next crash point passed shuts the server down.
 	restartArmed atomic.Bool
+	// gate is every worker's send gate (nil: none).
+	gate sagas.SendGate
+	// maxAttempts is the workers' MaxAttempts (0: 3).
+	maxAttempts int
 }
 
 func chaosSeed(t *testing.T) uint64 {
@@ -210,43 +215,19 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 0x63686173))
 
-	signer := tron.NewHMACSigner([]byte("weir chaos"))
-	cw := &chaosWorld{
-		t: t, ctx: ctx, seed: seed, dir: t.TempDir(), signer: signer,
-		clock: newBCClock(), logs: newBCLogs(),
-		feed:     &chaosFeed{ws: map[string]aggregate.Withdrawal{}},
-		custody:  map[string]string{},
-		crashRng: rand.New(rand.NewPCG(seed, 0x6372617368)),
-		sim: tron.NewSimNode(tron.SimConfig{
-			Seed:      int64(seed),
-			Verifiers: []tron.SignatureVerifier{signer},
-			FaultRates: map[tron.Fault]float64{
-				tron.FaultTimeoutBeforeAccept:   0.05,
-				tron.FaultAcceptThenTimeout:     0.05,
-				tron.FaultBusy:                  0.04,
-				tron.FaultUnknownCode:           0.03,
-				tron.FaultFalseExpired:          0.03,
-				tron.FaultDupNotAccepted:        0.03,
-				tron.FaultConnectionAfterAccept: 0.03,
-				tron.FaultDropAfterAccept:       0.10,
-				tron.FaultRevert:                0.02,
-				tron.FaultOutOfEnergy:           0.01,
-				tron.FaultLookupTimeout:         0.06,
-				tron.FaultHeadTimeout:           0.05,
-			},
-		}),
-	}
-	cw.sim.Advance(bcStartBlk)
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("WEIR_TEST_LOG") != "" {
-			lines := cw.logs.Lines()
-			if os.Getenv("WEIR_TEST_LOG") == "" {
-				lines = lines[max(0, len(lines)-200):]
-			}
-			for _, l := range lines {
-				t.Log(l)
-			}
-		}
+	cw := newChaosWorld(t, ctx, seed, "weir chaos", map[tron.Fault]float64{
+		tron.FaultTimeoutBeforeAccept:   0.05,
+		tron.FaultAcceptThenTimeout:     0.05,
+		tron.FaultBusy:                  0.04,
+		tron.FaultUnknownCode:           0.03,
+		tron.FaultFalseExpired:          0.03,
+		tron.FaultDupNotAccepted:        0.03,
+		tron.FaultConnectionAfterAccept: 0.03,
+		tron.FaultDropAfterAccept:       0.10,
+		tron.FaultRevert:                0.02,
+		tron.FaultOutOfEnergy:           0.01,
+		tron.FaultLookupTimeout:         0.06,
+		tron.FaultHeadTimeout:           0.05,
 	})
 	cw.start()
 	defer func() { cw.stopFeed(); cw.emb.Shutdown() }()
@@ -299,18 +280,7 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		cw.intakeRound(&wg, rounds, plans, rng)
 		cw.freeze(rounds, rng)
-		for _, w := range cw.workers {
-			if w.frozenUntil > rounds {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := w.w.Step(ctx); errors.Is(err, sagas.ErrCrashed) {
-					w.crashed.Store(true)
-				}
-			}()
-		}
+		cw.stepWorkers(&wg, rounds)
 		wg.Wait()
 		if restart {
 			how := "mid-step, from inside a worker"
@@ -330,22 +300,48 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 			cw.tightenPolicy()
 		}
 		cw.replaceCrashed()
-		cw.sim.Advance(1)
-		cw.clock.Advance(time.Second)
-		if rounds > plans[len(plans)-1].round+1 && cw.allTerminal(plans) {
+		if cw.endRound(rounds, plans) {
 			break
 		}
 	}
 	if rounds >= chaosMaxRounds {
-		for _, w := range cw.feed.all() {
-			if !w.Terminal() {
-				t.Logf("stuck: %s %s claim=%s attempt=%d", w.ID, w.State, w.Claim.Worker, w.Attempt)
-			}
-		}
+		cw.logStuck()
 		t.Fatalf("not every withdrawal ended after %d rounds", rounds)
 	}
 	t.Logf("seed %d: %d rounds, %d crashes, %d freezes, %d restarts, faults %v", seed, rounds, cw.crashes.Load(), cw.freezes, cw.restarts, cw.sim.FaultCounts())
 	cw.verify(plans, credited)
+	cw.requireChaos()
+}
+
+// newChaosWorld is a world on a simulated chain (seeded faults at these
+// rates) that accepts the signatures of an HMAC signer keyed by key; the
+// log's last lines are printed when the test fails (all of them with
+// WEIR_TEST_LOG set). Call start to run it.
+func newChaosWorld(t *testing.T, ctx context.Context, seed uint64, key string, faults map[tron.Fault]float64) *chaosWorld {
+	signer := tron.NewHMACSigner([]byte(key))
+	cw := &chaosWorld{
+		t: t, ctx: ctx, seed: seed, dir: t.TempDir(), signer: signer,
+		clock: newBCClock(), logs: newBCLogs(),
+		feed:     &chaosFeed{ws: map[string]aggregate.Withdrawal{}},
+		custody:  map[string]string{},
+		crashRng: rand.New(rand.NewPCG(seed, 0x6372617368)),
+		sim: tron.NewSimNode(tron.SimConfig{
+			Seed: int64(seed), Verifiers: []tron.SignatureVerifier{signer}, FaultRates: faults,
+		}),
+	}
+	cw.sim.Advance(bcStartBlk)
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("WEIR_TEST_LOG") != "" {
+			lines := cw.logs.Lines()
+			if os.Getenv("WEIR_TEST_LOG") == "" {
+				lines = lines[max(0, len(lines)-200):]
+			}
+			for _, l := range lines {
+				t.Log(l)
+			}
+		}
+	})
+	return cw
 }
 
 // start (re)starts the embedded server on the test's directory and
@@ -401,8 +397,8 @@ func (cw *chaosWorld) newWorker(name string, gen int) *chaosWorker {
 		},
 		Clock: func() time.Time { return cw.clock.Now().Add(skew) },
 		Lease: chaosLease, ExpirationWindow: bcWindow, ExpiryMargin: bcMargin,
-		MaxAttempts: 3, NodeTimeout: 5 * time.Second, Logger: slog.New(cw.logs),
-		Crash: cw.crashHook,
+		MaxAttempts: cmp.Or(cw.maxAttempts, 3), NodeTimeout: 5 * time.Second, Logger: slog.New(cw.logs),
+		Crash: cw.crashHook, Gate: cw.gate,
 	})
 	if err != nil {
 		cw.t.Fatal(err)
@@ -477,6 +473,39 @@ func (cw *chaosWorld) crashHook(sagas.CrashPoint, string) bool {
 	}
 	cw.crashes.Add(1)
 	return true
+}
+
+// stepWorkers has every worker that is not frozen take one step, each in
+// a goroutine of wg; a worker that crashed is marked for replaceCrashed.
+func (cw *chaosWorld) stepWorkers(wg *sync.WaitGroup, round int) {
+	for _, w := range cw.workers {
+		if w.frozenUntil > round {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := w.w.Step(cw.ctx); errors.Is(err, sagas.ErrCrashed) {
+				w.crashed.Store(true)
+			}
+		})
+	}
+}
+
+// endRound moves the chain a block and the clock a second, and reports
+// whether the run is over: every plan requested and every withdrawal
+// ended.
+func (cw *chaosWorld) endRound(round int, plans []*chaosPlan) bool {
+	cw.sim.Advance(1)
+	cw.clock.Advance(time.Second)
+	return round > plans[len(plans)-1].round+1 && cw.allTerminal(plans)
+}
+
+// logStuck names every withdrawal that has not ended.
+func (cw *chaosWorld) logStuck() {
+	for _, w := range cw.feed.all() {
+		if !w.Terminal() {
+			cw.t.Logf("stuck: %s %s claim=%s attempt=%d", w.ID, w.State, w.Claim.Worker, w.Attempt)
+		}
+	}
 }
 
 // freeze now and then stops one worker for longer than a lease (never
@@ -832,6 +861,15 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 	if errs := cw.logs.Errors(); len(errs) > 0 {
 		t.Fatalf("the saga logged %d errors, first: %s", len(errs), errs[0])
 	}
+	t.Logf("outcomes %v; %d rebuilds; %d approvals invalidated by the policy change; %d times a worker was fenced off a withdrawal; %d transient errors retried; chain %+v",
+		states, rebuilds, invalidated, cw.logs.Count("lost withdrawal"), cw.logs.Count("will retry"), cw.sim.Ledger())
+}
+
+// requireChaos fails a run that was too calm to prove anything: no
+// restart mid-step, no crash, a node channel without faults, no worker
+// ever fenced.
+func (cw *chaosWorld) requireChaos() {
+	t := cw.t
 	if cw.midStepRestarts < 1 || cw.crashes.Load() < 1 {
 		t.Fatalf("%d restarts (%d mid-step), %d crashes: the run was not chaotic enough", cw.restarts, cw.midStepRestarts, cw.crashes.Load())
 	}
@@ -845,8 +883,6 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 			t.Fatalf("no fault was injected on channel %s", ch)
 		}
 	}
-	t.Logf("outcomes %v; %d rebuilds; %d approvals invalidated by the policy change; %d times a worker was fenced off a withdrawal; %d transient errors retried; chain %+v",
-		states, rebuilds, invalidated, cw.logs.Count("lost withdrawal"), cw.logs.Count("will retry"), cw.sim.Ledger())
 	if cw.logs.Count("lost withdrawal") == 0 {
 		t.Fatal("no worker was ever fenced: the run did not race")
 	}

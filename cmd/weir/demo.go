@@ -35,11 +35,12 @@ func init() {
 
 const demoAbout = `weir demo runs the whole engine in this process — embedded NATS, the event store,
 the NATS command service, projections, the ledger saga and the simulated TRON node —
-on a temporary store, and plays six scenes in which something goes wrong on purpose:
+on a temporary store, and plays seven scenes in which something goes wrong on purpose:
 
   1. a duplicated request              4. a worker killed mid-broadcast
   2. an internal transfer              5. a node that accepts, then times out
   3. a large (four-eyes) withdrawal    6. a tx that expires while every worker is down
+  7. a hot wallet that runs dry: sending pauses, funding resumes it
 
 Each scene prints its evidence: the events on the withdrawal's stream, txids, the
 node's send log, what is on the simulated chain, and ledger totals. Workers are
@@ -121,6 +122,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		{"A worker killed mid-broadcast: another worker finishes with the same txid", d.sceneKilled},
 		{"A node that accepts, then times out: reconciled by txid", d.sceneTimeout},
 		{"A transaction that expires while every worker is down: rebuilt only on chain-time proof", d.sceneExpiry},
+		{"A hot wallet that runs dry: sending pauses, funding resumes it", d.sceneWalletDry},
 	}
 	for i, s := range scenes {
 		d.say(0, "")
@@ -195,7 +197,7 @@ func startDemo(ctx context.Context, dir string, memory bool, out io.Writer, log 
 		// The chain is driven by the demo: the block interval only has
 		// to be longer than the demo.
 		SimBlockInterval: 24 * time.Hour, SimSolidityLag: tron.DefaultSolidityLag,
-		LogLevel: "info", memory: memory,
+		LogLevel: "info", memory: memory, WalletLowUSDT: demoWalletLow,
 	}
 	eng, err := startEngine(ctx, cfg, log, io.Discard)
 	if err != nil {
@@ -390,6 +392,11 @@ func (c *demoClock) Skip(d time.Duration) {
 // separate process would have, with the default lease, expiration window
 // (60 s of chain time) and expiry margin (30 s).
 func (d *demoWorld) worker(id string, crash sagas.CrashHook) (*sagas.Worker, error) {
+	return d.newWorker(id, crash, nil)
+}
+
+// newWorker is worker with a send gate (nil: none).
+func (d *demoWorld) newWorker(id string, crash sagas.CrashHook, gate sagas.SendGate) (*sagas.Worker, error) {
 	nc, err := d.eng.emb.Connect(nats.Name("weir-demo-" + id))
 	if err != nil {
 		return nil, err
@@ -402,7 +409,7 @@ func (d *demoWorld) worker(id string, crash sagas.CrashHook) (*sagas.Worker, err
 	return sagas.NewWorker(sagas.WorkerConfig{
 		ID: id, Repo: sagas.NewRepo(store), Node: d.node, Signer: d.signer,
 		Custody: devCustody().lookup, Work: d.eng.projector, Clock: d.clock.Now, Crash: crash,
-		Logger: d.log.With("worker", id),
+		Logger: d.log.With("worker", id), Gate: gate,
 	})
 }
 

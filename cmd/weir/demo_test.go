@@ -17,8 +17,9 @@ var demoSceneHeadings = []string{
 	"Scene 4 — A worker killed mid-broadcast",
 	"Scene 5 — A node that accepts, then times out",
 	"Scene 6 — A transaction that expires while every worker is down",
+	"Scene 7 — A hot wallet that runs dry",
 	"Check — every withdrawal paid exactly once",
-	"All checks hold: 6 withdrawals: 5 paid on chain and 1 on the ledger",
+	"All checks hold: 7 withdrawals: 6 paid on chain and 1 on the ledger",
 }
 
 func runDemoForTest(t *testing.T, args ...string) (int, string, string) {
@@ -50,6 +51,7 @@ func TestDemoPaysEveryWithdrawalExactlyOnce(t *testing.T) {
 	for _, evidence := range []string{
 		"Idempotent-Replayed: true", "409 idempotency_conflict", "403 self_approval",
 		"result=found_pending", "withdrawal.rebuilt", "scanned, none holds", "the proof holds on the chain", "calls worker-2 made to the node: 0",
+		"sending paused — USDT short", "weir.notify.wallet.sending.paused", "weir.notify.wallet.sending.resumed", "each change announced once",
 	} {
 		if !strings.Contains(out, evidence) {
 			t.Errorf("output lacks the evidence %q", evidence)
