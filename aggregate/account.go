@@ -213,6 +213,8 @@ type Account struct {
 	// (sagas.Repo.ReserveFor). FoldAccount, ReplayAccount and
 	// AuditAccount keep every reservation (statements, audit).
 	compact bool
+
+	recent []recentReservation // the reservations of the last VelocityWindow (velocity.go)
 }
 
 // Available is the money that can be reserved.
@@ -563,6 +565,7 @@ func (a Account) owned() Account {
 	a.approvedBy = cloneOrMake(a.approvedBy)
 	a.reservations = cloneOrMake(a.reservations)
 	a.daily = cloneOrMake(a.daily)
+	a.recent = slices.Clone(a.recent)
 	return a
 }
 
@@ -678,12 +681,14 @@ func mutate(a *Account, e AccountEvent) {
 			WithdrawalID: ev.WithdrawalID, Amount: ev.Amount, Day: ev.Day, Status: ReservationHeld, At: ev.At,
 		}
 		a.daily[ev.Day] = a.daily[ev.Day].Add(ev.Amount)
+		a.recent = keepRecent(a.recent, ev)
 		a.available = a.available.Sub(ev.Amount)
 		a.reserved = a.reserved.Add(ev.Amount)
 	case AccountReleased:
 		r := a.reservations[ev.WithdrawalID]
 		r.Status, r.ClosedAt, r.Reason = ReservationReleased, ev.At, ev.Reason
 		a.close(r)
+		releaseRecent(a.recent, ev.WithdrawalID)
 		// Released money never left, so it stops counting against its day.
 		a.daily[r.Day] = a.daily[r.Day].Sub(r.Amount)
 		a.reserved = a.reserved.Sub(r.Amount)

@@ -25,7 +25,11 @@ type RequestWithdrawal struct {
 	Asset       string
 	RequestedBy string
 	Policy      Policy
-	At          time.Time
+	// WindowSum is what the account sent (reserved, not released) in the
+	// VelocityWindow before At; the caller measures it when a velocity tier
+	// of Policy names the account (nil otherwise).
+	WindowSum *Amount
+	At        time.Time
 }
 
 // Approve is an approver's consent; By is the authenticated principal, never

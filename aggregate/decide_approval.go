@@ -38,6 +38,9 @@ func decideRequest(w Withdrawal, c RequestWithdrawal) (Event, error) {
 	if err := c.Policy.Validate(); err != nil {
 		return nil, err
 	}
+	if c.WindowSum != nil && c.WindowSum.Sign() < 0 {
+		return nil, newError(CodeInvalidCommand, "window_sum", "negative")
+	}
 	if w.Exists() {
 		// A second create on the same operation id is a replay only if it
 		// means the same thing — including who asked.
@@ -47,11 +50,22 @@ func decideRequest(w Withdrawal, c RequestWithdrawal) (Event, error) {
 		}
 		return nil, newError(CodeIdempotencyConflict, "operation_id", "operation %s already exists with a different request", id)
 	}
-	rule := c.Policy.RuleFor(amount)
+	// Judged after the replay check: a retry of a request accepted before
+	// the policy tightened is still a replay.
+	var sum *Amount
+	if c.WindowSum != nil {
+		s := c.WindowSum.pin()
+		sum = &s
+	}
+	req, err := c.Policy.Assess(RequestFacts{Account: c.Account, ToAddress: c.ToAddress, Amount: amount, WindowSum: sum})
+	if err != nil {
+		return nil, err
+	}
 	return Requested{
 		ID: id, Account: c.Account, ToAddress: c.ToAddress, Amount: amount, Asset: as.Code,
-		RequestedBy: c.RequestedBy, RequiredApprovals: rule.Approvers, Rule: rule.Name,
-		PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version, At: at,
+		RequestedBy: c.RequestedBy, RequiredApprovals: req.Approvers, Rule: req.Rule.Name,
+		PolicyName: c.Policy.Name, PolicyVersion: c.Policy.Version,
+		AppliedRules: req.AppliedRules, WindowSum: sum, At: at,
 	}, nil
 }
 
@@ -95,11 +109,14 @@ func decideApprove(w Withdrawal, c Approve) (Event, error) {
 	// The stricter of the policy at request time and the policy in force:
 	// a policy loosened after the request never lowers what it needs.
 	req := RequirementFor(w, c.Policy)
+	if err := req.Refusal(); err != nil {
+		return nil, err // no number of approvals lets this destination through now
+	}
 	ap := Approval{By: c.By, At: at, Rule: req.Rule, PolicyVersion: req.PolicyVersion}
 	if len(w.Approvals)+1 >= req.Approvers {
-		return Approved{Approval: ap, RequiredApprovals: req.Approvers, At: at}, nil
+		return Approved{Approval: ap, RequiredApprovals: req.Approvers, AppliedRules: req.AppliedRules, At: at}, nil
 	}
-	return ApprovalRecorded{Approval: ap, RequiredApprovals: req.Approvers, At: at}, nil
+	return ApprovalRecorded{Approval: ap, RequiredApprovals: req.Approvers, AppliedRules: req.AppliedRules, At: at}, nil
 }
 
 func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
@@ -126,12 +143,16 @@ func decideRecheck(w Withdrawal, c RecheckApprovals) (Event, error) {
 	req := RequirementFor(w, c.Policy)
 	kept, discounted := countApprovals(w, c.Revoked)
 	reason := ReasonPolicyTightened
-	if len(discounted) > 0 && len(w.Approvals) >= req.Approvers {
+	switch {
+	case req.RefusedBy != "":
+		reason = ReasonDestinationNotAllowed
+	case len(discounted) > 0 && len(w.Approvals) >= req.Approvers:
 		reason = ReasonApproverRevoked // enough before the discount: the role change is the cause
 	}
 	ev := ApprovalsInvalidated{
 		Reason: reason, Discounted: discounted, PolicyName: req.PolicyName, PolicyVersion: req.PolicyVersion,
-		Rule: req.Rule, RequiredApprovals: req.Approvers, Given: kept, At: at,
+		Rule: req.Rule, RequiredApprovals: req.Approvers, Given: kept,
+		AppliedRules: req.AppliedRules, RefusedBy: req.RefusedBy, At: at,
 	}
 	if w.State == StateSigning {
 		ev.RetiredTxID = w.Envelope.TxID // never signed: it can never land

@@ -61,6 +61,9 @@ const (
 	CodeNoReservation         = "no_reservation"
 	CodeUnknownEvent          = "unknown_event"
 	CodeInvalidEvent          = "invalid_event"
+	// CodeDestinationNotAllowed: a destination rule of the policy refuses
+	// the withdrawal's to_address for its account.
+	CodeDestinationNotAllowed = "destination_not_allowed"
 	// CodeInvariant is reported by CheckInvariants; it never comes out of
 	// a decider, whose events preserve the invariants.
 	CodeInvariant = "invariant_violated"
@@ -91,6 +94,7 @@ var (
 	ErrNoReservation         = &Error{Code: CodeNoReservation}
 	ErrUnknownEvent          = &Error{Code: CodeUnknownEvent}
 	ErrInvalidEvent          = &Error{Code: CodeInvalidEvent}
+	ErrDestinationNotAllowed = &Error{Code: CodeDestinationNotAllowed}
 )
 
 // CodeOf returns the code of the first *Error in err's chain, or "" if there

@@ -38,6 +38,11 @@ type Policy struct {
 	Version int    `json:"version"`
 	Name    string `json:"name"`
 	Rules   []Rule `json:"rules"`
+	// Destinations and Velocity add approvers per account (see
+	// policy_rules.go); both absent in policies written before them, which
+	// mean what they meant.
+	Destinations []DestinationRule `json:"destinations,omitempty"`
+	Velocity     []VelocityTier    `json:"velocity,omitempty"`
 }
 
 const (
@@ -52,7 +57,14 @@ const (
 // without a name or with a duplicate name, a negative threshold, not exactly
 // one rule at zero, two rules at the same threshold, approvers < 1.
 func NewPolicy(name string, rules []Rule) (Policy, error) {
-	p := Policy{Name: name, Rules: slices.Clone(rules)}
+	return Policy{Name: name, Rules: rules}.Normalized()
+}
+
+// Normalized validates p and returns a copy (version 0) whose amount rules
+// are sorted, lowest threshold first; destination rules and velocity tiers
+// keep their order. See NewPolicy and validateExtras for what is refused.
+func (p Policy) Normalized() (Policy, error) {
+	p = p.WithVersion(0)
 	// Validate before sorting so that field indexes name the input's rules.
 	if err := p.Validate(); err != nil {
 		return Policy{}, err
@@ -64,6 +76,8 @@ func NewPolicy(name string, rules []Rule) (Policy, error) {
 // WithVersion returns a copy of the policy carrying version v.
 func (p Policy) WithVersion(v int) Policy {
 	p.Rules = slices.Clone(p.Rules)
+	p.Destinations = slices.Clone(p.Destinations)
+	p.Velocity = slices.Clone(p.Velocity)
 	p.Version = v
 	return p
 }
@@ -113,7 +127,7 @@ func (p Policy) Validate() error {
 	if zeros != 1 {
 		return newError(CodeInvalidPolicy, "rules", "exactly one rule must start at threshold 0 (found %d)", zeros)
 	}
-	return nil
+	return p.validateExtras()
 }
 
 func checkName(field, s string) error {
@@ -155,10 +169,11 @@ func (p Policy) RuleFor(amount Amount) Rule {
 // Required is the number of distinct approvers amount needs under p.
 func (p Policy) Required(amount Amount) int { return p.RuleFor(amount).Approvers }
 
-// SameRules reports whether p and q say the same thing (name and rules, in any
-// order), whatever their versions.
+// SameRules reports whether p and q say the same thing (name, rules,
+// destination rules and velocity tiers, in any order), whatever their
+// versions.
 func (p Policy) SameRules(q Policy) bool {
-	if p.Name != q.Name || len(p.Rules) != len(q.Rules) {
+	if p.Name != q.Name || len(p.Rules) != len(q.Rules) || !p.sameExtras(q) {
 		return false
 	}
 	for _, r := range p.Rules {
@@ -190,16 +205,19 @@ func DefaultPolicy() Policy {
 }
 
 // ParsePolicyJSON reads CONTRACT.md's policy document
-// {"name","rules":[{"name","threshold","approvers"}]}. Thresholds must be
+// {"name","rules":[{"name","threshold","approvers"}]}, with optional
+// "destinations" and "velocity" (see policy_rules.go). Thresholds must be
 // JSON strings in ParseAmount's grammar (zero allowed); approvers a JSON
 // integer. A "version" member is tolerated and ignored, so the output of
 // GET /v1/policy can be sent back: the store assigns versions. Unknown
 // members and trailing data are refused. Every refusal is invalid_policy.
 func ParsePolicyJSON(data []byte) (Policy, error) {
 	var doc struct {
-		Version json.RawMessage   `json:"version"`
-		Name    *string           `json:"name"`
-		Rules   []json.RawMessage `json:"rules"`
+		Version      json.RawMessage   `json:"version"`
+		Name         *string           `json:"name"`
+		Rules        []json.RawMessage `json:"rules"`
+		Destinations []json.RawMessage `json:"destinations"`
+		Velocity     []json.RawMessage `json:"velocity"`
 	}
 	if err := strictDecode(data, &doc); err != nil {
 		return Policy{}, newError(CodeInvalidPolicy, "", "malformed policy JSON: %v", err)
@@ -234,7 +252,11 @@ func ParsePolicyJSON(data []byte) (Policy, error) {
 		}
 		rules = append(rules, Rule{Name: *rd.Name, Threshold: th, Approvers: n})
 	}
-	return NewPolicy(*doc.Name, rules)
+	dests, velocity, err := parseExtrasJSON(doc.Destinations, doc.Velocity)
+	if err != nil {
+		return Policy{}, err
+	}
+	return Policy{Name: *doc.Name, Rules: rules, Destinations: dests, Velocity: velocity}.Normalized()
 }
 
 func parseThreshold(raw json.RawMessage) (Amount, error) {

@@ -29,24 +29,28 @@ type PolicyEvent interface {
 // it (By), when it came into force (At) and, under a quorum, who approved it
 // besides the proposer (ApprovedBy, in order) and the quorum it met.
 type PolicyChanged struct {
-	Version    int       `json:"version"`
-	Name       string    `json:"name"`
-	Rules      []Rule    `json:"rules"`
-	By         string    `json:"by"`
-	ApprovedBy []string  `json:"approved_by,omitempty"`
-	Quorum     int       `json:"quorum,omitempty"`
-	At         time.Time `json:"at"`
+	Version      int               `json:"version"`
+	Name         string            `json:"name"`
+	Rules        []Rule            `json:"rules"`
+	Destinations []DestinationRule `json:"destinations,omitempty"`
+	Velocity     []VelocityTier    `json:"velocity,omitempty"`
+	By           string            `json:"by"`
+	ApprovedBy   []string          `json:"approved_by,omitempty"`
+	Quorum       int               `json:"quorum,omitempty"`
+	At           time.Time         `json:"at"`
 }
 
 // PolicyProposed records a proposed policy version waiting for its quorum.
 // It supersedes any proposal still open.
 type PolicyProposed struct {
-	Version int       `json:"version"`
-	Name    string    `json:"name"`
-	Rules   []Rule    `json:"rules"`
-	By      string    `json:"by"`
-	Quorum  int       `json:"quorum"`
-	At      time.Time `json:"at"`
+	Version      int               `json:"version"`
+	Name         string            `json:"name"`
+	Rules        []Rule            `json:"rules"`
+	Destinations []DestinationRule `json:"destinations,omitempty"`
+	Velocity     []VelocityTier    `json:"velocity,omitempty"`
+	By           string            `json:"by"`
+	Quorum       int               `json:"quorum"`
+	At           time.Time         `json:"at"`
 }
 
 // PolicyProposalApproved records one operator's approval of the open
@@ -56,6 +60,16 @@ type PolicyProposalApproved struct {
 	Version int       `json:"version"`
 	By      string    `json:"by"`
 	At      time.Time `json:"at"`
+}
+
+// Policy is the policy version the event records (slices copied).
+func (e PolicyChanged) Policy() Policy {
+	return Policy{Version: e.Version, Name: e.Name, Rules: e.Rules, Destinations: e.Destinations, Velocity: e.Velocity}.WithVersion(e.Version)
+}
+
+// Policy is the policy version the event proposes (slices copied).
+func (e PolicyProposed) Policy() Policy {
+	return Policy{Version: e.Version, Name: e.Name, Rules: e.Rules, Destinations: e.Destinations, Velocity: e.Velocity}.WithVersion(e.Version)
 }
 
 func (PolicyChanged) EventType() string          { return PolicyChangedType }
@@ -166,15 +180,15 @@ func decideSetPolicy(s PolicyState, c SetPolicy) ([]PolicyEvent, error) {
 	if s.Policy.Version > 0 && s.Policy.SameRules(c.Policy) {
 		return nil, nil
 	}
-	p, _ := NewPolicy(c.Policy.Name, c.Policy.Rules) // sorted copy; validated above
+	p, _ := c.Policy.Normalized() // sorted copy; validated above
 	next := max(s.Policy.Version, s.LastVersion) + 1
 	if c.Quorum <= 1 {
-		return []PolicyEvent{PolicyChanged{Version: next, Name: p.Name, Rules: p.Rules, By: c.By, At: at}}, nil
+		return []PolicyEvent{PolicyChanged{Version: next, Name: p.Name, Rules: p.Rules, Destinations: p.Destinations, Velocity: p.Velocity, By: c.By, At: at}}, nil
 	}
 	if s.Pending != nil && s.Pending.Policy.SameRules(p) {
 		return nil, nil // already proposed: it waits for its approvals
 	}
-	return []PolicyEvent{PolicyProposed{Version: next, Name: p.Name, Rules: p.Rules, By: c.By, Quorum: c.Quorum, At: at}}, nil
+	return []PolicyEvent{PolicyProposed{Version: next, Name: p.Name, Rules: p.Rules, Destinations: p.Destinations, Velocity: p.Velocity, By: c.By, Quorum: c.Quorum, At: at}}, nil
 }
 
 func decideApprovePolicy(s PolicyState, c ApprovePolicy) ([]PolicyEvent, error) {
@@ -213,8 +227,9 @@ func decideApprovePolicy(s PolicyState, c ApprovePolicy) ([]PolicyEvent, error) 
 		approvedBy = append(approvedBy, a.By)
 	}
 	approvedBy = append(approvedBy, c.By)
+	pol := p.Policy.WithVersion(p.Policy.Version) // copies
 	return []PolicyEvent{PolicyChanged{
-		Version: p.Policy.Version, Name: p.Policy.Name, Rules: slices.Clone(p.Policy.Rules),
+		Version: pol.Version, Name: pol.Name, Rules: pol.Rules, Destinations: pol.Destinations, Velocity: pol.Velocity,
 		By: p.ProposedBy, ApprovedBy: approvedBy, Quorum: quorum, At: at,
 	}}, nil
 }
@@ -224,7 +239,7 @@ func EvolvePolicy(s PolicyState, e PolicyEvent) PolicyState {
 	s.Events++
 	switch ev := e.(type) {
 	case PolicyChanged:
-		s.Policy = Policy{Version: ev.Version, Name: ev.Name, Rules: slices.Clone(ev.Rules)}
+		s.Policy = ev.Policy()
 		s.ChangedBy, s.ChangedAt, s.ApprovedBy = ev.By, ev.At, slices.Clone(ev.ApprovedBy)
 		s.LastVersion = max(s.LastVersion, ev.Version)
 		if s.Pending != nil && s.Pending.Policy.Version <= ev.Version {
@@ -232,7 +247,7 @@ func EvolvePolicy(s PolicyState, e PolicyEvent) PolicyState {
 		}
 	case PolicyProposed:
 		s.Pending = &PolicyProposal{
-			Policy:     Policy{Version: ev.Version, Name: ev.Name, Rules: slices.Clone(ev.Rules)},
+			Policy:     ev.Policy(),
 			ProposedBy: ev.By, ProposedAt: ev.At, Quorum: ev.Quorum,
 			Approvals: []PolicyApproval{{By: ev.By, At: ev.At}},
 		}

@@ -62,8 +62,17 @@ func checkEvent(w Withdrawal, e Event) error {
 		if ev.RequiredApprovals < 1 {
 			return newError(CodeInvalidEvent, "required_approvals", "at least 1")
 		}
+		if ev.WindowSum != nil && ev.WindowSum.Sign() < 0 {
+			return newError(CodeInvalidEvent, "window_sum", "negative")
+		}
+		if err := checkApplied(ev.AppliedRules, ev.RequiredApprovals); err != nil {
+			return err
+		}
 	case ApprovalRecorded:
 		if err := checkApproval(w, ev.Approval, ev.RequiredApprovals); err != nil {
+			return err
+		}
+		if err := checkApplied(ev.AppliedRules, ev.RequiredApprovals); err != nil {
 			return err
 		}
 		if len(w.Approvals)+1 >= ev.RequiredApprovals {
@@ -73,6 +82,9 @@ func checkEvent(w Withdrawal, e Event) error {
 		if err := checkApproval(w, ev.Approval, ev.RequiredApprovals); err != nil {
 			return err
 		}
+		if err := checkApplied(ev.AppliedRules, ev.RequiredApprovals); err != nil {
+			return err
+		}
 		if len(w.Approvals)+1 < ev.RequiredApprovals {
 			return newError(CodeApprovalsInsufficient, "", "%d approvals given, %d required", len(w.Approvals)+1, ev.RequiredApprovals)
 		}
@@ -80,12 +92,18 @@ func checkEvent(w Withdrawal, e Event) error {
 		if ev.Reason == "" {
 			return newError(CodeInvalidEvent, "reason", "required")
 		}
+		if err := checkApplied(ev.AppliedRules, ev.RequiredApprovals); err != nil {
+			return err
+		}
 		kept, discounted := countApprovals(w, ev.Discounted)
 		if len(discounted) != len(ev.Discounted) {
 			return newError(CodeInvalidEvent, "discounted", "names a principal who did not approve")
 		}
-		if kept >= ev.RequiredApprovals {
+		if kept >= ev.RequiredApprovals && ev.RefusedBy == "" {
 			return newError(CodeInvalidEvent, "required_approvals", "the approvals that count (%d) still suffice", kept)
+		}
+		if (ev.RefusedBy != "") != (ev.Reason == ReasonDestinationNotAllowed) {
+			return newError(CodeInvalidEvent, "refused_by", "a refused destination and reason %s go together", ReasonDestinationNotAllowed)
 		}
 		if (w.State == StateSigning) != (ev.RetiredTxID != "") || (ev.RetiredTxID != "" && ev.RetiredTxID != w.Envelope.TxID) {
 			return newError(CodeInvalidEvent, "retired_txid", "from signing the current, unsigned envelope is retired; from approved none")
@@ -267,6 +285,29 @@ func checkRoute(w Withdrawal, r Route) error {
 	}
 	if !w.Route.IsZero() {
 		return newError(CodeInvalidTransition, "route", "already routed")
+	}
+	return nil
+}
+
+// checkApplied: the destination and velocity rules counted in required
+// name a kind and a rule, add at least one approver each, and leave room
+// for the amount rule's approver.
+func checkApplied(applied []AppliedRule, required int) error {
+	extra := 0
+	for _, r := range applied {
+		if r.Kind != RuleKindDestination && r.Kind != RuleKindVelocity {
+			return newError(CodeInvalidEvent, "applied_rules", "unknown rule kind %q", r.Kind)
+		}
+		if r.Name == "" || r.ExtraApprovers < 1 {
+			return newError(CodeInvalidEvent, "applied_rules", "a rule applied names itself and adds at least one approver")
+		}
+		if (r.WindowSum != nil) != (r.Kind == RuleKindVelocity) || (r.WindowSum != nil && r.WindowSum.Sign() < 0) {
+			return newError(CodeInvalidEvent, "applied_rules", "a velocity tier, and only one, records the window sum it judged")
+		}
+		extra += r.ExtraApprovers
+	}
+	if extra >= required {
+		return newError(CodeInvalidEvent, "required_approvals", "%d required cannot hold the %d extra approvers of the rules applied and the amount rule's", required, extra)
 	}
 	return nil
 }

@@ -36,7 +36,12 @@ type Withdrawal struct {
 	// AtRequest is the requirement snapshotted at request time. It never
 	// changes: a later policy can raise what the withdrawal needs, never
 	// lower it (see RequirementFor).
-	AtRequest    Requirement           `json:"at_request"`
+	AtRequest Requirement `json:"at_request"`
+	// AppliedRules are the destination and velocity rules counted in
+	// RequiredApprovals; WindowSum the account's sum sent in the
+	// VelocityWindow before the request (nil when not measured).
+	AppliedRules []AppliedRule         `json:"applied_rules,omitempty"`
+	WindowSum    *Amount               `json:"window_sum,omitempty"`
 	ApprovedAt   time.Time             `json:"approved_at"`            // zero unless approved; orders the ready queue
 	Invalidation *ApprovalsInvalidated `json:"invalidation,omitempty"` // the latest
 
@@ -212,25 +217,61 @@ func (w Withdrawal) isRetired(txid string) bool {
 
 // Requirement is how many distinct approvals a withdrawal needs and which
 // rule of which policy version says so.
+//
+// Approvers counts the amount rule (Rule) and the destination and velocity
+// rules in AppliedRules. RefusedBy, when set, is the destination rule that
+// refuses the withdrawal's destination: no number of approvals suffices.
 type Requirement struct {
-	PolicyName    string `json:"policy_name"`
-	PolicyVersion int    `json:"policy_version"`
-	Rule          string `json:"rule"`
-	Approvers     int    `json:"approvers"`
+	PolicyName    string        `json:"policy_name"`
+	PolicyVersion int           `json:"policy_version"`
+	Rule          string        `json:"rule"`
+	Approvers     int           `json:"approvers"`
+	AppliedRules  []AppliedRule `json:"applied_rules,omitempty"`
+	RefusedBy     string        `json:"refused_by,omitempty"`
+	refusal       error
+}
+
+// Facts are what the policy judges w by: account, destination, amount and
+// the window sum recorded at its request.
+func (w Withdrawal) Facts() RequestFacts {
+	return RequestFacts{Account: w.Account, ToAddress: w.ToAddress, Amount: w.Amount, WindowSum: w.WindowSum}
+}
+
+// RequirementUnder is what policy p says w needs (its facts as recorded
+// at the request, the window sum included), whichever policy was in force
+// when.
+func RequirementUnder(w Withdrawal, p Policy) Requirement {
+	as, err := p.Assess(w.Facts())
+	return Requirement{
+		PolicyName: p.Name, PolicyVersion: p.Version, Rule: as.Rule.Name, Approvers: as.Approvers,
+		AppliedRules: as.AppliedRules, RefusedBy: as.RefusedBy, refusal: err,
+	}
 }
 
 // RequirementFor is what w needs now: the stricter of the requirement
 // snapshotted at its request and what current (the policy in force) says
-// for its amount. Tightening the policy therefore applies to queued
-// withdrawals; loosening it never does. On a tie the policy in force names
-// the rule.
+// for it — its amount, destination and window sum. Tightening the policy
+// therefore applies to queued withdrawals; loosening it never does. On a
+// tie the policy in force names the rule. A destination the policy in
+// force refuses is refused whatever was required before.
 func RequirementFor(w Withdrawal, current Policy) Requirement {
-	rule := current.RuleFor(w.Amount)
-	now := Requirement{PolicyName: current.Name, PolicyVersion: current.Version, Rule: rule.Name, Approvers: rule.Approvers}
-	if w.AtRequest.Approvers > now.Approvers {
+	now := RequirementUnder(w, current)
+	if now.RefusedBy == "" && w.AtRequest.Approvers > now.Approvers {
 		return w.AtRequest
 	}
 	return now
+}
+
+// Refusal is the destination_not_allowed error of a refused requirement
+// (nil when the destination is allowed).
+func (r Requirement) Refusal() error {
+	if r.RefusedBy == "" {
+		return nil
+	}
+	if r.refusal != nil {
+		return r.refusal
+	}
+	return newError(CodeDestinationNotAllowed, "to_address", "destination rule %q of policy %q v%d refuses the destination", r.RefusedBy, r.PolicyName, r.PolicyVersion)
 }
 
 // EnsureApproved checks the approvals given against RequirementFor(w,
@@ -250,6 +291,9 @@ func EnsureApprovedBy(w Withdrawal, current Policy, revoked []string) error {
 		return err
 	}
 	req := RequirementFor(w, current)
+	if err := req.Refusal(); err != nil {
+		return err
+	}
 	kept, discounted := countApprovals(w, revoked)
 	if kept < req.Approvers {
 		msg := ""
@@ -304,7 +348,8 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 		w.ID, w.Account, w.ToAddress, w.Amount = ev.ID, ev.Account, ev.ToAddress, ev.Amount
 		w.Asset, w.RequestedBy, w.RequestedAt = ev.Asset, ev.RequestedBy, ev.At
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
-		w.AtRequest = Requirement{PolicyName: ev.PolicyName, PolicyVersion: ev.PolicyVersion, Rule: ev.Rule, Approvers: ev.RequiredApprovals}
+		w.AtRequest = Requirement{PolicyName: ev.PolicyName, PolicyVersion: ev.PolicyVersion, Rule: ev.Rule, Approvers: ev.RequiredApprovals, AppliedRules: ev.AppliedRules}
+		w.AppliedRules, w.WindowSum = ev.AppliedRules, ev.WindowSum
 		if as, err := LookupAsset(ev.Asset); err == nil {
 			if a, err := ev.Amount.In(as); err == nil {
 				w.Amount = a // a decoded amount carries the scale it was written with; pin it
@@ -313,9 +358,11 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 	case ApprovalRecorded:
 		w.Approvals = append(slices.Clip(w.Approvals), ev.Approval)
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Approval.Rule, ev.Approval.PolicyVersion
+		w.AppliedRules = ev.AppliedRules
 	case Approved:
 		w.Approvals = append(slices.Clip(w.Approvals), ev.Approval)
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Approval.Rule, ev.Approval.PolicyVersion
+		w.AppliedRules = ev.AppliedRules
 		w.ApprovedAt = ev.At
 		w.Reason = "" // a policy_tightened reason is history once approved again
 	case ApprovalsInvalidated:
@@ -334,6 +381,7 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 		}
 		w.Reason = ev.Reason
 		w.RequiredApprovals, w.Rule, w.PolicyVersion = ev.RequiredApprovals, ev.Rule, ev.PolicyVersion
+		w.AppliedRules = ev.AppliedRules
 		w.ApprovedAt = time.Time{}
 		w.Claim = Claim{} // a claim is on a ready withdrawal; this one is no longer ready
 	case Rejected:
@@ -492,6 +540,11 @@ type WithdrawalView struct {
 	// total fee, null when none records one.
 	Receipts     []ReceiptView `json:"receipts"`
 	FeeBurnedTRX *string       `json:"fee_burned_trx"`
+	// AppliedRules are the destination and velocity rules counted in
+	// required_approvals beside the amount rule (never null); WindowSum the
+	// account's sum sent in the 24 h before the request, when measured.
+	AppliedRules []AppliedRule `json:"applied_rules"`
+	WindowSum    *string       `json:"window_sum"`
 }
 
 // ReceiptView is one receipt in WithdrawalView: the fee fields are null
@@ -543,6 +596,11 @@ func (w Withdrawal) View() WithdrawalView {
 		Approvals: append([]Approval{}, w.Approvals...), Route: w.Route, Attempt: w.Attempt,
 		Terminal: w.Terminal(), Reserved: w.Reserved, RequestedAt: w.RequestedAt,
 		UpdatedAt: w.UpdatedAt, RetiredTxIDs: w.RetiredTxIDs(),
+		AppliedRules: append([]AppliedRule{}, w.AppliedRules...),
+	}
+	if w.WindowSum != nil {
+		s := w.WindowSum.pin().String()
+		v.WindowSum = &s
 	}
 	v.Receipts, v.FeeBurnedTRX = receiptViews(w.Receipts)
 	if w.Envelope.TxID != "" {

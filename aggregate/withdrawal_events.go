@@ -118,6 +118,9 @@ const (
 const (
 	ReasonPolicyTightened = "policy_tightened"
 	ReasonApproverRevoked = "approver_revoked"
+	// ReasonDestinationNotAllowed: a destination rule of the policy in
+	// force refuses the destination.
+	ReasonDestinationNotAllowed = CodeDestinationNotAllowed
 )
 
 // ReasonSignerChanged is the reason of EnvelopeReplaced when the signer's
@@ -130,32 +133,41 @@ const ReceiptSuccess = "SUCCESS"
 // Requested creates the withdrawal. RequiredApprovals, Rule and the policy
 // fields are the snapshot of the policy in force at request time.
 type Requested struct {
-	ID                string    `json:"id"`
-	Account           string    `json:"account"`
-	ToAddress         string    `json:"to_address"`
-	Amount            Amount    `json:"amount"`
-	Asset             string    `json:"asset"`
-	RequestedBy       string    `json:"requested_by"`
-	RequiredApprovals int       `json:"required_approvals"`
-	Rule              string    `json:"rule"`
-	PolicyName        string    `json:"policy_name"`
-	PolicyVersion     int       `json:"policy_version"`
-	At                time.Time `json:"at"`
+	ID                string `json:"id"`
+	Account           string `json:"account"`
+	ToAddress         string `json:"to_address"`
+	Amount            Amount `json:"amount"`
+	Asset             string `json:"asset"`
+	RequestedBy       string `json:"requested_by"`
+	RequiredApprovals int    `json:"required_approvals"`
+	Rule              string `json:"rule"`
+	PolicyName        string `json:"policy_name"`
+	PolicyVersion     int    `json:"policy_version"`
+	// AppliedRules are the destination rules and velocity tier that added
+	// to RequiredApprovals (Rule is the amount rule); WindowSum is what the
+	// account sent in the VelocityWindow before the request, measured when
+	// a velocity tier named the account. Both absent on older events.
+	AppliedRules []AppliedRule `json:"applied_rules,omitempty"`
+	WindowSum    *Amount       `json:"window_sum,omitempty"`
+	At           time.Time     `json:"at"`
 }
 
-// ApprovalRecorded adds an approval that is not yet enough.
+// ApprovalRecorded adds an approval that is not yet enough. AppliedRules
+// are the destination and velocity rules counted in RequiredApprovals.
 type ApprovalRecorded struct {
-	Approval          Approval  `json:"approval"`
-	RequiredApprovals int       `json:"required_approvals"`
-	At                time.Time `json:"at"`
+	Approval          Approval      `json:"approval"`
+	RequiredApprovals int           `json:"required_approvals"`
+	AppliedRules      []AppliedRule `json:"applied_rules,omitempty"`
+	At                time.Time     `json:"at"`
 }
 
 // Approved adds the approval that makes the count sufficient: requested →
 // approved.
 type Approved struct {
-	Approval          Approval  `json:"approval"`
-	RequiredApprovals int       `json:"required_approvals"`
-	At                time.Time `json:"at"`
+	Approval          Approval      `json:"approval"`
+	RequiredApprovals int           `json:"required_approvals"`
+	AppliedRules      []AppliedRule `json:"applied_rules,omitempty"`
+	At                time.Time     `json:"at"`
 }
 
 // ApprovalsInvalidated records that the approvals given no longer satisfy the
@@ -168,15 +180,21 @@ type Approved struct {
 // whose approvals no longer count because they no longer hold the approver
 // role; their approvals are dropped from the withdrawal.
 type ApprovalsInvalidated struct {
-	Reason            string    `json:"reason"`
-	RetiredTxID       string    `json:"retired_txid,omitempty"`
-	Discounted        []string  `json:"discounted,omitempty"`
-	PolicyName        string    `json:"policy_name"`
-	PolicyVersion     int       `json:"policy_version"`
-	Rule              string    `json:"rule"`
-	RequiredApprovals int       `json:"required_approvals"`
-	Given             int       `json:"given"`
-	At                time.Time `json:"at"`
+	Reason            string   `json:"reason"`
+	RetiredTxID       string   `json:"retired_txid,omitempty"`
+	Discounted        []string `json:"discounted,omitempty"`
+	PolicyName        string   `json:"policy_name"`
+	PolicyVersion     int      `json:"policy_version"`
+	Rule              string   `json:"rule"`
+	RequiredApprovals int      `json:"required_approvals"`
+	Given             int      `json:"given"`
+	// AppliedRules are the destination and velocity rules counted in
+	// RequiredApprovals; RefusedBy names the destination rule of the policy
+	// in force that refuses the destination (reason
+	// destination_not_allowed: no number of approvals suffices then).
+	AppliedRules []AppliedRule `json:"applied_rules,omitempty"`
+	RefusedBy    string        `json:"refused_by,omitempty"`
+	At           time.Time     `json:"at"`
 }
 
 // Rejected ends the withdrawal before anything was sent. By is who cancelled

@@ -129,9 +129,23 @@ func (in *Intake) requestCommand(ctx context.Context, req RequestInput) (aggrega
 	if err != nil {
 		return cmd, err
 	}
+	at := in.now().UTC()
+	var sum *aggregate.Amount
+	if policy.MeasuresVelocity(req.Account) {
+		// Measured from the account's fold before this request's own
+		// reservation; two requests racing on one account may each miss
+		// the other (the daily limit, decided at reservation, is the hard
+		// cap).
+		a, _, err := in.repo.Account(ctx, req.Account)
+		if err != nil {
+			return cmd, fmt.Errorf("velocity: load account %s: %w", req.Account, err)
+		}
+		s := a.SentInWindow(at)
+		sum = &s
+	}
 	return aggregate.RequestWithdrawal{
 		ID: id, Account: req.Account, ToAddress: to.String(), Amount: amount, Asset: asset.Code,
-		RequestedBy: req.By, Policy: policy, At: in.now().UTC(),
+		RequestedBy: req.By, Policy: policy, WindowSum: sum, At: at,
 	}, nil
 }
 
@@ -346,7 +360,7 @@ func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
 // changes go through ProposePolicy. Setting the policy in force again
 // changes nothing.
 func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) (aggregate.Policy, error) {
-	if err := p.Validate(); err != nil {
+	if err := checkPolicy(p); err != nil {
 		return aggregate.Policy{}, err
 	}
 	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})

@@ -2,8 +2,10 @@ package sagas
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/tron"
 )
 
 // Policy changes by quorum (CONTRACT.md "Additions"): an operator's policy
@@ -62,7 +64,7 @@ type PolicyChange struct {
 // proposal (superseding any other). Proposing what is already in force, or
 // already proposed, changes nothing and answers the same.
 func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by string) (PolicyChange, error) {
-	if err := p.Validate(); err != nil {
+	if err := checkPolicy(p); err != nil {
 		return PolicyChange{}, err
 	}
 	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
@@ -102,4 +104,27 @@ func (in *Intake) PolicyProposal(ctx context.Context) (*aggregate.PolicyProposal
 		return nil, 0, nil
 	}
 	return s.Pending, max(s.Pending.Quorum, in.PolicyQuorum()), nil
+}
+
+// checkPolicy is Policy.Validate plus what the domain cannot check without
+// the rail: every address on a destination allow-list is a TRON address in
+// its base58 form (T…, with a valid checksum), as withdrawals record their
+// to_address, so that the list compares equal to them.
+func checkPolicy(p aggregate.Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	for i, d := range p.Destinations {
+		for j, s := range d.Allow {
+			a, err := tron.ParseAddress(s)
+			if err == nil && a.String() != s {
+				err = fmt.Errorf("write it in base58 (%s)", a)
+			}
+			if err != nil {
+				return &aggregate.Error{Code: aggregate.CodeInvalidPolicy, Field: fmt.Sprintf("destinations[%d].allow[%d]", i, j),
+					Message: fmt.Sprintf("%q is not a TRON address: %v", s, err)}
+			}
+		}
+	}
+	return nil
 }

@@ -116,7 +116,7 @@ func checkQuorum(ch aggregate.PolicyChanged, open *aggregate.PolicyProposal, bad
 		bad("version %d came into force by quorum without being the open proposal", ch.Version)
 		return
 	}
-	if open.ProposedBy != ch.By || !open.Policy.SameRules(aggregate.Policy{Name: ch.Name, Rules: ch.Rules}) {
+	if open.ProposedBy != ch.By || !open.Policy.SameRules(ch.Policy()) {
 		bad("version %d in force is not what %s proposed", ch.Version, open.ProposedBy)
 	}
 	prior := make([]string, 0, len(open.Approvals))
@@ -160,10 +160,10 @@ func (h policyHistory) version(v int) (policyVersion, bool) {
 func (h policyHistory) current() policyVersion { return h.versions[len(h.versions)-1] }
 
 // firstRequiringMore is the first version after seq that requires more
-// than n approvals for amount.
-func (h policyHistory) firstRequiringMore(after uint64, amount aggregate.Amount, n int) (policyVersion, bool) {
+// than n approvals of w (or refuses its destination).
+func (h policyHistory) firstRequiringMore(after uint64, w aggregate.Withdrawal, n int) (policyVersion, bool) {
 	for _, p := range h.versions {
-		if p.Sequence > after && p.Policy.Required(amount) > n {
+		if p.Sequence > after && unmet(aggregate.RequirementUnder(w, p.Policy), n) {
 			return p, true
 		}
 	}

@@ -236,6 +236,7 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		add("rule", ev.Rule)
 		add("required", ev.RequiredApprovals)
 		add("policy_version", ev.PolicyVersion)
+		addApplied(add, ev.AppliedRules, ev.WindowSum)
 		if msg, ok := a.configs.checkActor(rec.Sequence, ev.RequestedBy, "requested", ev.Account, false, aggregate.RoleRequester); !ok {
 			report(Violation, "authority", "%s", msg)
 		}
@@ -246,28 +247,37 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		case pv.Sequence > rec.Sequence:
 			report(Violation, "policy_then", "snapshots policy v%d, which was stored later (stream sequence %d > %d)", ev.PolicyVersion, pv.Sequence, rec.Sequence)
 		default:
-			rule := pv.Policy.RuleFor(ev.Amount)
-			if rule.Name != ev.Rule || rule.Approvers != ev.RequiredApprovals {
-				report(Violation, "policy_then", "records rule %q needing %d approvals; policy v%d says rule %q needing %d for %s",
-					ev.Rule, ev.RequiredApprovals, ev.PolicyVersion, rule.Name, rule.Approvers, ev.Amount)
+			req := aggregate.RequirementUnder(aggregate.Evolve(w, ev), pv.Policy)
+			switch {
+			case req.RefusedBy != "":
+				report(Violation, "policy_then", "accepted a request whose destination %s destination rule %q of policy v%d refuses for account %s",
+					ev.ToAddress, req.RefusedBy, ev.PolicyVersion, ev.Account)
+			case req.Rule != ev.Rule || req.Approvers != ev.RequiredApprovals || !aggregate.SameApplied(req.AppliedRules, ev.AppliedRules):
+				report(Violation, "policy_then", "records %s; policy v%d says %s for %s to %s",
+					describeRule(ev.Rule, ev.RequiredApprovals, ev.AppliedRules), ev.PolicyVersion, describe(req), ev.Amount, ev.ToAddress)
 			}
 		}
 	case aggregate.ApprovalRecorded:
-		d = a.checkApproval(w, ev.Approval, ev.RequiredApprovals, false, rec, report)
+		d = a.checkApproval(w, ev.Approval, ev.RequiredApprovals, ev.AppliedRules, false, rec, report)
 	case aggregate.Approved:
-		d = a.checkApproval(w, ev.Approval, ev.RequiredApprovals, true, rec, report)
+		d = a.checkApproval(w, ev.Approval, ev.RequiredApprovals, ev.AppliedRules, true, rec, report)
 	case aggregate.ApprovalsInvalidated:
 		add("reason", ev.Reason)
 		add("policy_version", ev.PolicyVersion)
 		add("rule", ev.Rule)
 		add("required", ev.RequiredApprovals)
 		add("given", ev.Given)
+		addApplied(add, ev.AppliedRules, nil)
+		if ev.RefusedBy != "" {
+			add("refused_by", ev.RefusedBy)
+		}
 		if pv, ok := a.policies.version(ev.PolicyVersion); !ok || pv.Sequence > rec.Sequence {
 			report(Violation, "policy_then", "invalidates under policy v%d, which was not stored before it", ev.PolicyVersion)
-		} else if rule := pv.Policy.RuleFor(w.Amount); rule.Approvers != ev.RequiredApprovals || rule.Name != ev.Rule {
-			report(Violation, "policy_then", "records rule %q needing %d; policy v%d says rule %q needing %d", ev.Rule, ev.RequiredApprovals, ev.PolicyVersion, rule.Name, rule.Approvers)
+		} else if req := aggregate.RequirementUnder(w, pv.Policy); req.RefusedBy != ev.RefusedBy ||
+			(req.RefusedBy == "" && (req.Approvers != ev.RequiredApprovals || req.Rule != ev.Rule || !aggregate.SameApplied(req.AppliedRules, ev.AppliedRules))) {
+			report(Violation, "policy_then", "records %s; policy v%d says %s", describeRecorded(ev.Rule, ev.RequiredApprovals, ev.AppliedRules, ev.RefusedBy), ev.PolicyVersion, describe(req))
 		}
-		if n := w.DistinctApprovals(); n >= ev.RequiredApprovals {
+		if n := w.DistinctApprovals(); n >= ev.RequiredApprovals && ev.RefusedBy == "" {
 			report(Violation, "policy_then", "sent back to requested although its %d approvals satisfy the %d required", n, ev.RequiredApprovals)
 		}
 	case aggregate.Rejected:
@@ -434,8 +444,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 // checkApproval: approvers are distinct and never the requester; the
 // recorded rule is what the named policy version says; the version existed
 // (THEN). approved also checks the count reaches the requirement.
-func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, required int, approves bool, rec eventstore.Record, report reportFunc) Details {
+func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, required int, applied []aggregate.AppliedRule, approves bool, rec eventstore.Record, report reportFunc) Details {
 	d := Details{{"by", ap.By}, {"rule", ap.Rule}, {"policy_version", fmt.Sprint(ap.PolicyVersion)}, {"required", fmt.Sprint(required)}}
+	addApplied(func(k string, v any) { d = append(d, Detail{k, fmt.Sprint(v)}) }, applied, nil)
 	if ap.By == w.RequestedBy {
 		report(Violation, "approval", "approval by %s, who requested the withdrawal (self-approval)", ap.By)
 	}
@@ -462,19 +473,22 @@ func (a *auditor) checkApproval(w aggregate.Withdrawal, ap aggregate.Approval, r
 		report(Violation, "policy_then", "approval by %s names policy v%d, stored later (stream sequence %d > %d)", ap.By, ap.PolicyVersion, pv.Sequence, rec.Sequence)
 		return d
 	}
-	rule := pv.Policy.RuleFor(w.Amount)
-	if rule.Name != ap.Rule || rule.Approvers != required {
-		report(Violation, "policy_then", "approval by %s records rule %q needing %d; policy v%d says rule %q needing %d for %s",
-			ap.By, ap.Rule, required, ap.PolicyVersion, rule.Name, rule.Approvers, w.Amount)
+	switch req := aggregate.RequirementUnder(w, pv.Policy); {
+	case req.RefusedBy != "":
+		report(Violation, "policy_then", "approval by %s under policy v%d, whose destination rule %q refuses %s for account %s",
+			ap.By, ap.PolicyVersion, req.RefusedBy, w.ToAddress, w.Account)
+	case req.Rule != ap.Rule || req.Approvers != required || !aggregate.SameApplied(req.AppliedRules, applied):
+		report(Violation, "policy_then", "approval by %s records %s; policy v%d says %s for %s to %s",
+			ap.By, describeRule(ap.Rule, required, applied), ap.PolicyVersion, describe(req), w.Amount, w.ToAddress)
 	}
 	if floor := w.AtRequest; floor.Approvers > required {
 		report(Violation, "policy_then", "approval by %s counts against %d approvals; policy v%d required %d when the withdrawal was requested (a loosened policy applied to a queued withdrawal)",
 			ap.By, required, floor.PolicyVersion, floor.Approvers)
 	}
 	if inForce := a.policies.inForceAt(rec.Sequence); inForce.Policy.Version != ap.PolicyVersion {
-		if need := inForce.Policy.Required(w.Amount); need > required {
-			report(Warning, "policy_then", "approval by %s was decided under policy v%d, but %s was already in force and requires %d, not %d; the authorisation point judges it",
-				ap.By, ap.PolicyVersion, inForce.label(), need, required)
+		if req := aggregate.RequirementUnder(w, inForce.Policy); unmet(req, required) {
+			report(Warning, "policy_then", "approval by %s was decided under policy v%d, but %s was already in force and says %s, not %d; the authorisation point judges it",
+				ap.By, ap.PolicyVersion, inForce.label(), describe(req), required)
 		}
 	}
 	return d
@@ -527,14 +541,16 @@ func (a *auditor) checkAuthorisation(w aggregate.Withdrawal, checked int, rec ev
 		report(Violation, "policy_then", "says it checked policy v%d, which was never stored", checked)
 	case pv.Sequence > rec.Sequence:
 		report(Violation, "policy_then", "says it checked policy v%d, stored later (stream sequence %d > %d)", checked, pv.Sequence, rec.Sequence)
-	case n < pv.Policy.Required(w.Amount):
-		report(Violation, "policy_then", "money committed with %d valid approvals; policy v%d, which this event says it checked, requires %d",
-			n, checked, pv.Policy.Required(w.Amount))
+	default:
+		if req := aggregate.RequirementUnder(w, pv.Policy); unmet(req, n) {
+			report(Violation, "policy_then", "money committed with %d valid approvals; policy v%d, which this event says it checked, says %s",
+				n, checked, describe(req))
+		}
 	}
 	inForce := a.policies.inForceAt(rec.Sequence)
-	if inForce.Policy.Version != checked && n < inForce.Policy.Required(w.Amount) {
-		report(Violation, "policy_then", "money committed with %d valid approvals after policy %s required %d (the event says it checked v%d)",
-			n, inForce.label(), inForce.Policy.Required(w.Amount), checked)
+	if req := aggregate.RequirementUnder(w, inForce.Policy); inForce.Policy.Version != checked && unmet(req, n) {
+		report(Violation, "policy_then", "money committed with %d valid approvals after policy %s said %s (the event says it checked v%d)",
+			n, inForce.label(), describe(req), checked)
 	}
 	if floor := w.AtRequest; n < floor.Approvers {
 		report(Violation, "policy_then", "money committed with %d valid approvals; policy v%d required %d when the withdrawal was requested, and a later policy never lowers that",
@@ -549,22 +565,22 @@ func (a *auditor) checkPolicyNow(wa *Replay, report reportFunc) {
 		return
 	}
 	cur := a.policies.current()
-	n, need := w.DistinctApprovals(), aggregate.RequirementFor(w, cur.Policy).Approvers
-	if n >= need {
+	n, req := w.DistinctApprovals(), aggregate.RequirementFor(w, cur.Policy)
+	if !unmet(req, n) {
 		return
 	}
 	switch {
 	case wa.authSeq > 0:
 		then := a.policies.inForceAt(wa.authSeq)
-		if n < then.Policy.Required(w.Amount) || n < w.AtRequest.Approvers {
+		if unmet(aggregate.RequirementUnder(w, then.Policy), n) || n < w.AtRequest.Approvers {
 			return // THEN already reported the violation
 		}
-		change, _ := a.policies.firstRequiringMore(wa.authSeq, w.Amount, n)
-		report(Warning, "policy_now", "its %d approvals no longer satisfy the current policy v%d (rule %q needs %d); they satisfied policy v%d in force when the payment was authorised, before %s tightened it",
-			n, cur.Policy.Version, cur.Policy.RuleFor(w.Amount).Name, need, then.Policy.Version, change.label())
+		change, _ := a.policies.firstRequiringMore(wa.authSeq, w, n)
+		report(Warning, "policy_now", "its %d approvals no longer satisfy the current policy v%d (%s); they satisfied policy v%d in force when the payment was authorised, before %s tightened it",
+			n, cur.Policy.Version, describe(req), then.Policy.Version, change.label())
 	case w.State == aggregate.StateApproved:
-		report(Note, "policy_now", "approved with %d approvals; the current policy v%d needs %d: the pre-send re-check will send it back to requested",
-			n, cur.Policy.Version, need)
+		report(Note, "policy_now", "approved with %d approvals; the current policy v%d says %s: the pre-send re-check will send it back to requested",
+			n, cur.Policy.Version, describe(req))
 	}
 }
 
@@ -638,4 +654,39 @@ func checkSignature(w aggregate.Withdrawal, ev aggregate.Signed, report reportFu
 		}
 	}
 	return signer.String(), true
+}
+
+// unmet reports whether n approvals fall short of r; a refused destination
+// is short whatever n.
+func unmet(r aggregate.Requirement, n int) bool { return r.RefusedBy != "" || n < r.Approvers }
+
+// describe says what a requirement is, for findings.
+func describe(r aggregate.Requirement) string {
+	return describeRecorded(r.Rule, r.Approvers, r.AppliedRules, r.RefusedBy)
+}
+
+func describeRecorded(rule string, approvers int, applied []aggregate.AppliedRule, refusedBy string) string {
+	if refusedBy != "" {
+		return fmt.Sprintf("destination rule %q refuses the destination", refusedBy)
+	}
+	return describeRule(rule, approvers, applied)
+}
+
+func describeRule(rule string, approvers int, applied []aggregate.AppliedRule) string {
+	s := fmt.Sprintf("rule %q", rule)
+	for _, r := range applied {
+		s += " + " + r.String()
+	}
+	return fmt.Sprintf("%s needing %d", s, approvers)
+}
+
+// addApplied adds the destination and velocity rules a decision counted
+// (and the window sum a request measured) to an event's timeline facts.
+func addApplied(add func(string, any), applied []aggregate.AppliedRule, windowSum *aggregate.Amount) {
+	for _, r := range applied {
+		add("applied_rule", r.String())
+	}
+	if windowSum != nil {
+		add("window_sum", windowSum.String())
+	}
 }

@@ -47,17 +47,18 @@ var StatusTable = map[string]int{
 	CodeReplyTooLarge:          http.StatusRequestEntityTooLarge, // 413
 
 	// input the domain refuses: 422
-	aggregate.CodeInvalidOperationID: http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidAmount:      http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidAddress:     http.StatusUnprocessableEntity,
-	aggregate.CodeUnsupportedAsset:   http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidAccount:     http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidPolicy:      http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidCommand:     http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidRoute:       http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidEnvelope:    http.StatusUnprocessableEntity,
-	aggregate.CodeInvalidEvidence:    http.StatusUnprocessableEntity,
-	webhook.CodeInvalidURL:           http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidOperationID:    http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidAmount:         http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidAddress:        http.StatusUnprocessableEntity,
+	aggregate.CodeUnsupportedAsset:      http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidAccount:        http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidPolicy:         http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidCommand:        http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidRoute:          http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidEnvelope:       http.StatusUnprocessableEntity,
+	aggregate.CodeInvalidEvidence:       http.StatusUnprocessableEntity,
+	aggregate.CodeDestinationNotAllowed: http.StatusUnprocessableEntity, // a destination rule of the policy refuses to_address
+	webhook.CodeInvalidURL:              http.StatusUnprocessableEntity,
 
 	// the state the command meets refuses it: 409
 	aggregate.CodeIdempotencyConflict:   http.StatusConflict,

@@ -74,6 +74,7 @@ func (q fixedQueues) InFlight(time.Time) []projections.InFlightItem { return q.i
 
 type env struct {
 	emb     *eventstoretest.Server
+	store   *eventstore.Store
 	intake  *sagas.Intake
 	srv     *httptest.Server
 	nc      *nats.Conn // the service's connection
@@ -160,7 +161,7 @@ func newEnv(t *testing.T, opts ...envOpts) *env {
 		nc.Close()
 		emb.Shutdown()
 	})
-	return &env{emb: emb, intake: intake, srv: srv, nc: nc, client: client, svc: svc, metrics: metrics, health: health}
+	return &env{emb: emb, store: store, intake: intake, srv: srv, nc: nc, client: client, svc: svc, metrics: metrics, health: health}
 }
 
 // startHistory runs the history indexer on the test's store until ctx

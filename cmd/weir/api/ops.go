@@ -440,10 +440,15 @@ type PolicyChangeView struct {
 // PolicyView is the policy as GET/PUT /v1/policy show it:
 // {"version","name","rules":[{"name","threshold","approvers"}]}, threshold
 // a decimal string.
+//
+// Destinations and Velocity (absent when the policy has none) are the
+// per-account destination rules and velocity tiers, as in the document.
 type PolicyView struct {
-	Version int              `json:"version"`
-	Name    string           `json:"name"`
-	Rules   []PolicyRuleView `json:"rules"`
+	Version      int                         `json:"version"`
+	Name         string                      `json:"name"`
+	Rules        []PolicyRuleView            `json:"rules"`
+	Destinations []aggregate.DestinationRule `json:"destinations,omitempty"`
+	Velocity     []aggregate.VelocityTier    `json:"velocity,omitempty"`
 }
 
 // PolicyRuleView is one rule of PolicyView.
@@ -454,7 +459,7 @@ type PolicyRuleView struct {
 }
 
 func policyView(p aggregate.Policy) PolicyView {
-	v := PolicyView{Version: p.Version, Name: p.Name, Rules: make([]PolicyRuleView, len(p.Rules))}
+	v := PolicyView{Version: p.Version, Name: p.Name, Rules: make([]PolicyRuleView, len(p.Rules)), Destinations: p.Destinations, Velocity: p.Velocity}
 	for i, r := range p.Rules {
 		v.Rules[i] = PolicyRuleView{Name: r.Name, Threshold: r.Threshold.String(), Approvers: r.Approvers}
 	}
