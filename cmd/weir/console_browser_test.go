@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
@@ -299,6 +301,47 @@ func TestConsoleInChromium(t *testing.T) {
 		_, _, w := api.do("GET", "/v1/withdrawals/"+id, alice, "")
 		if w["state"] != "rejected" || w["reason"] != "declined" || w["detail"] != "destination not on file" || w["resolved_by"] != "bob" {
 			t.Fatalf("after the decline: %v", w)
+		}
+	})
+
+	t.Run("works without JavaScript", func(t *testing.T) {
+		id := request("2200")
+		ctx := fresh(t)
+		do(t, ctx, "switch scripts off", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}))
+		btn := fmt.Sprintf(`#w-%s form[action$="/approve"] button`, id)
+		do(t, ctx, "log in and approve with plain forms",
+			chromedp.Navigate(base+"/console/login"),
+			chromedp.SendKeys(chromedp.ID("token"), carol),
+			chromedp.Click(chromedp.CSS(`form[action="/console/login"] button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(btn)),
+			chromedp.Click(chromedp.CSS(btn)),
+			chromedp.WaitVisible(chromedp.CSS(".flash.ok")),
+		)
+		if state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(document.body.getAttribute("data-live-state"))`)); err != nil || state != "null" {
+			t.Fatalf("the live script ran (state %q, %v): scripts were meant to be off", state, err)
+		}
+		if msg := text(t, ctx, ".flash.ok"); !strings.Contains(msg, "1 of 2 approvals") {
+			t.Fatalf("flash %q", msg)
+		}
+	})
+
+	t.Run("every control is labelled", func(t *testing.T) {
+		ctx := as(t, olivia)
+		id := request("10")
+		for _, path := range []string{"/console/approvals", "/console/withdrawals", "/console/withdrawals/" + id, "/console/accounts", "/console/accounts/dev", "/console/in-flight", "/console/policy", "/console/wallet", "/console/webhooks"} {
+			do(t, ctx, path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("h1")))
+			// A control without a label, a button without text: what a screen
+			// reader user would meet unnamed.
+			bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("input:not([type=hidden]), select, textarea, button")).filter(function (e) {
+				if (e.tagName === "BUTTON") { return e.textContent.trim() === "" && !e.getAttribute("aria-label"); }
+				return !(e.labels && e.labels.length) && !e.getAttribute("aria-label");
+			}).map(function (e) { return e.outerHTML; })`))
+			if err != nil || len(bad) > 0 {
+				t.Fatalf("%s: controls without a label (%v): %v", path, err, bad)
+			}
 		}
 	})
 
