@@ -168,6 +168,22 @@ func TestRefusalsAreShownAsTheAPIGivesThem(t *testing.T) {
 	mustContain(t, bob.get("/console/withdrawals/"+id), "Declined.", "rejected", "destination not on file")
 	bob.post("/console/withdrawals/"+id+"/approve", url.Values{"csrf": {tok}})
 	mustContain(t, bob.get("/console/withdrawals/"+id), "invalid_transition", "no longer in a state")
+
+	// A principal without the approver role: the API's forbidden, in words.
+	other := s.request(t, "dev", "5000", "alice")
+	olivia := newBrowser(t, srv)
+	olivia.login(tokOlivia)
+	mustNotContain(t, olivia.get("/console/withdrawals/"+other), `id="approve"`, `id="decline"`)
+	tok = olivia.csrf("/console/approvals")
+	olivia.post("/console/withdrawals/"+other+"/approve", url.Values{"csrf": {tok}})
+	mustContain(t, olivia.get("/console/withdrawals/"+other), "You are not allowed to do this", "approver role", "forbidden")
+	if n := s.decisions(t, other); n != 0 {
+		t.Fatalf("a forbidden approval appended %d decisions", n)
+	}
+	// Its requester may cancel it (the application decides, as on the API).
+	tok = alice.csrf("/console/withdrawals/" + other)
+	alice.post("/console/withdrawals/"+other+"/cancel", url.Values{"csrf": {tok}})
+	mustContain(t, alice.get("/console/withdrawals/"+other), "Cancelled.", "rejected (cancelled)")
 }
 
 // Logging out ends the session on the server: the old cookie opens
