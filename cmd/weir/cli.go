@@ -396,6 +396,7 @@ func printWithdrawal(out io.Writer, w aggregate.WithdrawalView) {
 	if len(w.RetiredTxIDs) > 0 {
 		row("retired txids", strings.Join(w.RetiredTxIDs, ", "))
 	}
+	printReceipts(out, w, row)
 	row("reason", orDash(w.Reason))
 	if w.ResolvedBy != nil {
 		row("resolved by", *w.ResolvedBy)
@@ -404,6 +405,25 @@ func printWithdrawal(out io.Writer, w aggregate.WithdrawalView) {
 		row("detail", *w.Detail)
 	}
 	row("version", fmt.Sprint(w.Version))
+}
+
+// printReceipts lists the chain's receipts of the withdrawal's envelopes
+// and the fee each burnt (a dash where the log predates fees).
+func printReceipts(out io.Writer, w aggregate.WithdrawalView, row func(k, v string)) {
+	if len(w.Receipts) == 0 {
+		return
+	}
+	row("fee burnt", orDash(w.FeeBurnedTRX)+" TRX")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ATTEMPT\tRESULT\tBLOCK\tFEE TRX\tENERGY\tTXID")
+	for _, r := range w.Receipts {
+		energy := "-"
+		if r.EnergyUsed != nil {
+			energy = fmt.Sprint(*r.EnergyUsed)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%s\t%s\n", r.Attempt, r.Result, r.BlockNumber, orDash(r.FeeTRX), energy, r.TxID)
+	}
+	tw.Flush()
 }
 
 func yesNo(b bool) string {

@@ -233,6 +233,15 @@ func TestServeWalkthrough(t *testing.T) {
 	if done["txid"] == nil {
 		t.Fatalf("confirmed without txid: %v", done)
 	}
+	// The fee the payout burnt, from its receipt (issue 14.3).
+	rs, _ := done["receipts"].([]any)
+	var rc map[string]any
+	if len(rs) == 1 {
+		rc, _ = rs[0].(map[string]any)
+	}
+	if fee, _ := rc["fee_sun"].(float64); rc["result"] != "SUCCESS" || fee <= 0 || done["fee_burned_trx"] != rc["fee_trx"] {
+		t.Fatalf("receipts %v, fee burnt %v", done["receipts"], done["fee_burned_trx"])
+	}
 	// The ledger saga settles after the confirmation is stored (its own
 	// consumer): wait for it rather than race it.
 	var acct map[string]any
