@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -57,8 +58,10 @@ func nextNotification(t *testing.T, c jetstream.Consumer) (notify.Notification, 
 // TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart: alice,
 // a plain principal, creates a durable pull consumer as `nats consumer add
 // WEIR_NOTIFY` would, reads and acks, goes away, and on coming back finds
-// exactly what happened meanwhile; an ordered consumer (nats.go's, and the
-// push kind `nats sub --stream` uses) reads the stream from the start.
+// exactly what happened meanwhile. Consumers that name themselves
+// (nats.go's ordered consumer, the push kind `nats sub --stream` makes
+// through the nameless create) are refused: a principal uses only the
+// consumer names it owns (natsauth.NotifyConsumerNames).
 func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.T) {
 	eng := startDevEngine(t)
 	nc := dialPrincipal(t, eng, "dev-alice-token")
@@ -68,7 +71,7 @@ func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.
 	}
 	ctx := t.Context()
 	cons, err := js.CreateOrUpdateConsumer(ctx, notify.Stream, jetstream.ConsumerConfig{
-		Durable: "alice-app", FilterSubject: notify.SubjectPrefix + "." + devFundingAccount + ".requested",
+		Durable: "alice_1", FilterSubject: notify.SubjectPrefix + "." + devFundingAccount + ".requested",
 		AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
@@ -90,7 +93,7 @@ func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.
 	second := requestDev(t, eng, 2)
 	nc2 := dialPrincipal(t, eng, "dev-alice-token")
 	js2, _ := jetstream.New(nc2)
-	cons2, err := js2.Consumer(ctx, notify.Stream, "alice-app")
+	cons2, err := js2.Consumer(ctx, notify.Stream, "alice_1")
 	if err != nil {
 		t.Fatalf("the durable consumer survives the producer: %v", err)
 	}
@@ -98,33 +101,24 @@ func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.
 		t.Fatalf("after the restart: %+v, want the request of %s", n, second)
 	}
 
-	// nats.go's ordered consumer (ephemeral, pull).
-	ord, err := js2.OrderedConsumer(ctx, notify.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{notify.SubjectPrefix + ".*.requested"}})
-	if err != nil {
-		t.Fatalf("ordered consumer: %v", err)
+	if err := nc2.LastError(); err != nil {
+		t.Fatalf("the consumer needed something the principal may not do: %v", err)
 	}
-	if n, _ := nextNotification(t, ord); n.Withdrawal.ID != first {
-		t.Fatalf("ordered consumer starts with %+v", n)
+
+	// Self-named consumers are refused (nats.go's ordered one; the push
+	// ordered one of `nats sub --stream`).
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := js2.OrderedConsumer(short, notify.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.SubjectPrefix + ".*.requested"}}); err == nil {
+		t.Fatal("an ordered consumer under a name not the principal's was created")
 	}
-	// The push ordered consumer with flow control (`nats sub --stream`).
-	legacy, err := nc2.JetStream()
+	legacy, err := nc2.JetStream(nats.MaxWait(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := legacy.SubscribeSync(notify.SubjectPrefix+".>", nats.OrderedConsumer(), nats.BindStream(notify.Stream), nats.DeliverAll())
-	if err != nil {
-		t.Fatalf("push ordered consumer: %v", err)
-	}
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatalf("push ordered consumer delivers: %v", err)
-	}
-	if !strings.HasPrefix(msg.Subject, notify.SubjectPrefix+"."+devFundingAccount+".") {
-		t.Fatalf("push ordered consumer delivered %s", msg.Subject)
-	}
-	if err := nc2.LastError(); err != nil {
-		t.Fatalf("the consumers needed something the principal may not do: %v", err)
+	if _, err := legacy.SubscribeSync(notify.SubjectPrefix+".>", nats.OrderedConsumer(), nats.BindStream(notify.Stream), nats.DeliverAll()); err == nil {
+		t.Fatal("a push ordered consumer (nameless create) was created")
 	}
 }
 

@@ -68,11 +68,9 @@ func startReferenceEngine(t *testing.T, url string) *engine {
 	return eng
 }
 
-// TestReferenceConfigGivesTheAuditorRoleExactly: the auditor user of
-// docs/nats-server.conf has the permissions the embedded server gives the
-// auditor role, so a new durable consumer protected in code is protected
-// in the shipped config too.
-func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
+// refConfigOptions reads docs/nats-server.conf (passwords set to dummies).
+func refConfigOptions(t *testing.T) *server.Options {
+	t.Helper()
 	t.Setenv("WEIR_NATS_PASSWORD", "x")
 	t.Setenv("WEIR_AUDITOR_NATS_PASSWORD", "x")
 	t.Setenv("WEIR_PRODUCER_NATS_PASSWORD", "x")
@@ -80,6 +78,27 @@ func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return opts
+}
+
+// dialRefWeir connects as the reference config's weir user, on weir's own
+// inbox prefix, to look at what the attacks left.
+func dialRefWeir(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword), nats.CustomInboxPrefix(eventstore.InternalInboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(weir.Close)
+	return weir
+}
+
+// TestReferenceConfigGivesTheAuditorRoleExactly: the auditor user of
+// docs/nats-server.conf has the permissions the embedded server gives the
+// auditor role, so a new durable consumer protected in code is protected
+// in the shipped config too.
+func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
+	opts := refConfigOptions(t)
 	allow, deny := natsauth.AuditorPublish()
 	for _, u := range opts.Users {
 		if u.Username != "auditor" {
@@ -97,6 +116,85 @@ func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
 	t.Fatalf("no auditor user in %s", referenceConfig)
 }
 
+// TestReferenceConfigGivesProducersExactlyTheirOwnConsumers: the producer
+// user of docs/nats-server.conf publishes what the embedded server lets a
+// principal called "producer" publish, through the imported API prefix:
+// consumers on WEIR_NOTIFY named producer and producer_1 … producer_9.
+func TestReferenceConfigGivesProducersExactlyTheirOwnConsumers(t *testing.T) {
+	opts := refConfigOptions(t)
+	want := natsauth.ProducerPublish("$JS.WEIR.API", natsauth.NotifyConsumerNames("producer", nil))
+	for _, u := range opts.Users {
+		if u.Username != "producer" {
+			continue
+		}
+		if p := u.Permissions; p == nil || p.Publish == nil || !slices.Equal(p.Publish.Allow, want) || len(p.Publish.Deny) > 0 {
+			t.Fatalf("producer in %s:\n%+v\nwant publish allow %q", referenceConfig, u.Permissions, want)
+		}
+		return
+	}
+	t.Fatalf("no producer user in %s", referenceConfig)
+}
+
+// TestReferenceConfigKeepsProducersOffOthersNotifyConsumers: under
+// docs/nats-server.conf a consumer on WEIR_NOTIFY that is not the producer
+// user's (another principal's user's, or weir's) cannot be redefined,
+// read, pulled from, acked on or deleted by it, through the imported API
+// or the nameless create; the consumer is untouched afterwards.
+func TestReferenceConfigKeepsProducersOffOthersNotifyConsumers(t *testing.T) {
+	url := startReferenceNATS(t)
+	eng := startReferenceEngine(t, url)
+	weir := dialRefWeir(t, url)
+	ctx := t.Context()
+	js, _ := jetstream.New(weir)
+	requestDev(t, eng, 1)
+	if _, err := js.CreateOrUpdateConsumer(ctx, notify.Stream, jetstream.ConsumerConfig{
+		Durable: "bob", FilterSubject: notify.SubjectPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, notify.Stream, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := cons.CachedInfo()
+	const api = "$JS.WEIR.API.CONSUMER."
+	redefine := `{"stream_name":"WEIR_NOTIFY","config":{"name":"bob","ack_policy":"explicit","filter_subject":"weir.notify.nothing.>"}}`
+	for _, a := range [][2]string{
+		{api + "CREATE.WEIR_NOTIFY.bob", redefine},
+		{api + "CREATE.WEIR_NOTIFY.bob.weir.notify.nothing.>", redefine},
+		{api + "DURABLE.CREATE.WEIR_NOTIFY.bob", redefine},
+		{api + "CREATE.WEIR_NOTIFY", redefine},
+		{api + "INFO.WEIR_NOTIFY.bob", ""},
+		{api + "MSG.NEXT.WEIR_NOTIFY.bob", `{"batch":5}`},
+		{api + "DELETE.WEIR_NOTIFY.bob", ""},
+		{"$JS.ACK.WEIR_NOTIFY.bob.1.1.1.1.0", "+ACK"},
+		{api + "CREATE.WEIR_NOTIFY.producer-app", `{"stream_name":"WEIR_NOTIFY","config":{"name":"producer-app"}}`},
+	} {
+		nc, err := nats.Connect(url, nats.UserInfo("producer", refProducerPassword), nats.MaxReconnects(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(a[0])
+		msg.Data, msg.Reply = []byte(a[1]), nc.NewRespInbox()
+		if err := nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if last := nc.LastError(); last == nil || !strings.Contains(last.Error(), "Permissions Violation") {
+			t.Errorf("the producer user's %s was let through (%v)", a[0], last)
+		}
+		nc.Close()
+	}
+	after, err := js.Consumer(ctx, notify.Stream, "bob")
+	if err != nil {
+		t.Fatalf("bob's consumer after the attacks: %v", err)
+	}
+	if a := after.CachedInfo(); a.Config.FilterSubject != before.Config.FilterSubject || a.Delivered != before.Delivered || a.NumPending != before.NumPending {
+		t.Fatalf("bob's consumer changed: %+v, was %+v", a, before)
+	}
+}
+
 // TestReferenceConfigRefusesEveryAttackOfTheThreatTable: weir serves on an
 // external server running docs/nats-server.conf (WEIR account), producers
 // connect in their own account, auditors in WEIR with read rights; every
@@ -105,11 +203,7 @@ func TestReferenceConfigGivesTheAuditorRoleExactly(t *testing.T) {
 func TestReferenceConfigRefusesEveryAttackOfTheThreatTable(t *testing.T) {
 	url := startReferenceNATS(t)
 	eng := startReferenceEngine(t, url)
-	weir, err := nats.Connect(url, nats.UserInfo("weir", refWeirPassword), nats.CustomInboxPrefix(eventstore.InternalInboxPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(weir.Close)
+	weir := dialRefWeir(t, url)
 	users := map[string][2]string{
 		roleProducer: {"producer", refProducerPassword},
 		roleAuditor:  {"auditor", refAuditorPassword},
@@ -220,7 +314,7 @@ func TestReferenceConfigLetsProducersKeepADurableConsumerOnWEIR_NOTIFY(t *testin
 	ctx := t.Context()
 	nc, js := dial()
 	cons, err := js.CreateOrUpdateConsumer(ctx, notify.Stream, jetstream.ConsumerConfig{
-		Durable: "producer-app", FilterSubject: notify.SubjectPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "producer_1", FilterSubject: notify.SubjectPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		t.Fatalf("durable consumer through the imports: %v", err)
@@ -236,7 +330,7 @@ func TestReferenceConfigLetsProducersKeepADurableConsumerOnWEIR_NOTIFY(t *testin
 	nc.Close()
 	second := requestDev(t, eng, 2)
 	_, js2 := dial()
-	cons2, err := js2.Consumer(ctx, notify.Stream, "producer-app")
+	cons2, err := js2.Consumer(ctx, notify.Stream, "producer_1")
 	if err != nil {
 		t.Fatal(err)
 	}

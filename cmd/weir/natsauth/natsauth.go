@@ -3,6 +3,7 @@ package natsauth
 import (
 	"crypto/subtle"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -39,25 +40,73 @@ const (
 // delivery from the saga, a delete or an update (a new filter) stops it.
 var WeirDurables = []string{sagas.LedgerConsumer}
 
-// producerPublish is what every principal may publish.
-var producerPublish = []string{
-	"weir.cmd.>",
-	"$SRV.>",
-	// Consumers on the notification stream (producers may keep their own):
-	// a durable pull consumer (`nats consumer add/next/info`), an ordered
-	// pull consumer (nats.go) and an ordered push consumer with flow
-	// control (`nats sub --stream`, nats.go's legacy OrderedConsumer).
-	"$JS.API.STREAM.INFO." + NotifyStream,
-	"$JS.API.CONSUMER.CREATE." + NotifyStream,
-	"$JS.API.CONSUMER.CREATE." + NotifyStream + ".>",
-	"$JS.API.CONSUMER.LIST." + NotifyStream,
-	"$JS.API.CONSUMER.NAMES." + NotifyStream,
-	"$JS.API.CONSUMER.DURABLE.CREATE." + NotifyStream + ".>",
-	"$JS.API.CONSUMER.INFO." + NotifyStream + ".>",
-	"$JS.API.CONSUMER.MSG.NEXT." + NotifyStream + ".>",
-	"$JS.API.CONSUMER.DELETE." + NotifyStream + ".>",
-	"$JS.ACK." + NotifyStream + ".>",
-	"$JS.FC." + NotifyStream + ".>",
+// ProducerPublish is what a principal may publish: commands, service
+// discovery, the notification stream's info and consumer listing, and the
+// rights on its own consumers there (NotifyConsumerRules). apiPrefix is
+// "$JS.API" on the embedded server; docs/nats-server.conf gives its
+// producer user exactly ProducerPublish("$JS.WEIR.API", …) (a test
+// compares them).
+func ProducerPublish(apiPrefix string, consumers []string) []string {
+	return append([]string{
+		"weir.cmd.>",
+		"$SRV.>",
+		apiPrefix + ".STREAM.INFO." + NotifyStream,
+		apiPrefix + ".CONSUMER.LIST." + NotifyStream,
+		apiPrefix + ".CONSUMER.NAMES." + NotifyStream,
+	}, NotifyConsumerRules(apiPrefix, consumers, nil)...)
+}
+
+// NotifyConsumerExtra is how many numbered consumer names a principal owns
+// on WEIR_NOTIFY besides its own name.
+const NotifyConsumerExtra = 9
+
+// NotifyConsumerNames are the consumers on WEIR_NOTIFY that the principal
+// called name may create, read, pull from, ack on and delete: name itself
+// and name_1 … name_9. NATS permissions match whole subject tokens only,
+// and a consumer name is one token of the JetStream API's subjects, so a
+// true prefix ("alice-*") cannot be written: the names are listed. A
+// numbered name that is another principal's own name (a principal called
+// "alice_1") is left out, and a name that cannot be a consumer name (".",
+// "*", ">", whitespace, a path separator) owns none. taken reports the
+// other principals' names.
+func NotifyConsumerNames(name string, taken func(string) bool) []string {
+	if name == "" || len(name) > 200 || strings.ContainsAny(name, ".*> \t\r\n/\\") {
+		return nil
+	}
+	names := []string{name}
+	for i := 1; i <= NotifyConsumerExtra; i++ {
+		n := name + "_" + strconv.Itoa(i)
+		if taken == nil || !taken(n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// NotifyConsumerRules are the publish rights on the consumers names of
+// WEIR_NOTIFY: create (with or without a filter in the subject), durable
+// create, info, next, delete, ack and flow control. apiPrefix is "$JS.API"
+// on the embedded server, the imported prefix ("$JS.WEIR.API") for the
+// reference config's producers. With filters (a scoped principal) a create
+// must carry one of them in its subject, and the creates that carry none
+// are not granted. The nameless create ($JS.API.CONSUMER.CREATE.<stream>)
+// is never granted: the server takes the consumer's name from its body,
+// so it would create or redefine anyone's consumer.
+func NotifyConsumerRules(apiPrefix string, names, filters []string) []string {
+	var out []string
+	api := apiPrefix + ".CONSUMER."
+	for _, n := range names {
+		at := NotifyStream + "." + n
+		if filters == nil {
+			out = append(out, api+"CREATE."+at, api+"CREATE."+at+".>", api+"DURABLE.CREATE."+at)
+		}
+		for _, f := range filters {
+			out = append(out, api+"CREATE."+at+"."+f)
+		}
+		out = append(out, api+"INFO."+at, api+"MSG.NEXT."+at, api+"DELETE."+at,
+			"$JS.ACK."+at+".>", "$JS.FC."+at+".>")
+	}
+	return out
 }
 
 var producerSubscribe = []string{"_INBOX.>", "weir.notify.>"}
@@ -99,12 +148,13 @@ func auditorDeny() []string {
 }
 
 // Permissions are what a principal with these roles may do on the
-// embedded server.
-func Permissions(p api.Principal) *server.Permissions {
-	pub := append([]string(nil), producerPublish...)
+// embedded server; consumers are the names it owns on WEIR_NOTIFY
+// (NotifyConsumerNames).
+func Permissions(p api.Principal, consumers []string) *server.Permissions {
+	pub := ProducerPublish("$JS.API", consumers)
 	sub := append([]string(nil), producerSubscribe...)
 	if p.Scoped() {
-		pub, sub = scopedProducer(p)
+		pub, sub = scopedProducer(p, consumers)
 	}
 	var deny, subDeny []string
 	if p.Scoped() {
@@ -124,33 +174,33 @@ func Permissions(p api.Principal) *server.Permissions {
 }
 
 // scopedProducer is producerPublish/Subscribe for a principal scoped to
-// accounts: notifications (and consumers on WEIR_NOTIFY, which must filter
-// in the create subject) only for its accounts named exactly. A glob
-// ("ops-*") cannot be written as a NATS subject rule, so it gets no
-// notifications over NATS (webhooks can filter by account).
-func scopedProducer(p api.Principal) (pub, sub []string) {
+// accounts: notifications (and its consumers on WEIR_NOTIFY, which must
+// filter in the create subject) only for its accounts named exactly. A
+// glob ("ops-*") cannot be written as a NATS subject rule, so it gets no
+// notifications over NATS (webhooks can filter by account). Nor does it
+// list the stream's consumers: their filters name other accounts.
+func scopedProducer(p api.Principal, consumers []string) (pub, sub []string) {
 	pub = []string{"weir.cmd.>", "$SRV.>", "$JS.API.STREAM.INFO." + NotifyStream}
 	sub = []string{"_INBOX.>"}
+	var filters []string
 	for _, acct := range p.Accounts {
 		if strings.ContainsAny(acct, "*?[\\") {
 			continue
 		}
 		subj := "weir.notify.withdrawal." + acct + ".>"
 		sub = append(sub, subj)
-		pub = append(pub, "$JS.API.CONSUMER.CREATE."+NotifyStream+".*."+subj)
+		filters = append(filters, subj)
 	}
-	return append(pub,
-		"$JS.API.CONSUMER.INFO."+NotifyStream+".>",
-		"$JS.API.CONSUMER.MSG.NEXT."+NotifyStream+".>",
-		"$JS.API.CONSUMER.DELETE."+NotifyStream+".>",
-		"$JS.ACK."+NotifyStream+".>",
-		"$JS.FC."+NotifyStream+".>",
-	), sub
+	if len(filters) > 0 {
+		pub = append(pub, NotifyConsumerRules("$JS.API", consumers, filters)...)
+	}
+	return pub, sub
 }
 
 // Authenticator admits principals by token.
 type Authenticator struct {
 	principals *api.Principals
+	names      map[string]struct{} // every principal's name
 	log        *slog.Logger
 }
 
@@ -160,7 +210,11 @@ func New(principals *api.Principals, log *slog.Logger) *Authenticator {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Authenticator{principals: principals, log: log}
+	names := map[string]struct{}{}
+	for _, p := range principals.All() {
+		names[p.Name] = struct{}{}
+	}
+	return &Authenticator{principals: principals, names: names, log: log}
 }
 
 // Check implements server.Authentication.
@@ -174,7 +228,8 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 		a.log.Warn("NATS connection refused: no valid principal token", "remote", remote(c), "user", opts.Username, "client", opts.Name)
 		return false
 	}
-	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p)})
+	taken := func(n string) bool { _, ok := a.names[n]; return ok }
+	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p, NotifyConsumerNames(p.Name, taken))})
 	return true
 }
 
