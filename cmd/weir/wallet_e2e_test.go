@@ -106,8 +106,9 @@ func TestServeAnnouncesTheWalletOnWEIR_NOTIFY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(t.Context(), notify.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{notify.WalletSubjectPrefix + ".>"}})
+	// A consumer under a name the principal owns (natsauth.NotifyConsumerNames).
+	cons, err := js.CreateOrUpdateConsumer(t.Context(), notify.Stream, jetstream.ConsumerConfig{Durable: "olivia",
+		FilterSubjects: []string{notify.WalletSubjectPrefix + ".>"}, AckPolicy: jetstream.AckNonePolicy})
 	if err != nil {
 		t.Fatal(err)
 	}

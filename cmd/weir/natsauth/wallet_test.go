@@ -85,12 +85,12 @@ func TestScopedPrincipalsCannotReadWalletNotificationsAndNobodyForgesThem(t *tes
 	}
 	cctx, ccancel := context.WithTimeout(t.Context(), time.Second)
 	defer ccancel()
-	if _, err := ajs.CreateConsumer(cctx, notify.Stream, jetstream.ConsumerConfig{
+	if _, err := ajs.CreateConsumer(cctx, notify.Stream, jetstream.ConsumerConfig{Durable: "acme", // a name it owns
 		FilterSubject: notify.WalletSubjectPrefix + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err == nil {
 		t.Fatal("a scoped principal created a consumer on the wallet notifications")
 	}
 	// ...and its own accounts' consumer still works.
-	if _, err := ajs.CreateConsumer(t.Context(), notify.Stream, jetstream.ConsumerConfig{
+	if _, err := ajs.CreateConsumer(t.Context(), notify.Stream, jetstream.ConsumerConfig{Durable: "acme",
 		FilterSubject: notify.SubjectPrefix + ".acme.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatalf("a scoped principal's own consumer: %v", err)
 	}
