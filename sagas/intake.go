@@ -360,7 +360,7 @@ func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
 // changes go through ProposePolicy. Setting the policy in force again
 // changes nothing.
 func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) (aggregate.Policy, error) {
-	if err := checkPolicy(p); err != nil {
+	if err := CheckPolicy(p); err != nil {
 		return aggregate.Policy{}, err
 	}
 	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})

@@ -64,7 +64,7 @@ type PolicyChange struct {
 // proposal (superseding any other). Proposing what is already in force, or
 // already proposed, changes nothing and answers the same.
 func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by string) (PolicyChange, error) {
-	if err := checkPolicy(p); err != nil {
+	if err := CheckPolicy(p); err != nil {
 		return PolicyChange{}, err
 	}
 	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
@@ -106,11 +106,11 @@ func (in *Intake) PolicyProposal(ctx context.Context) (*aggregate.PolicyProposal
 	return s.Pending, max(s.Pending.Quorum, in.PolicyQuorum()), nil
 }
 
-// checkPolicy is Policy.Validate plus what the domain cannot check without
+// CheckPolicy is Policy.Validate plus what the domain cannot check without
 // the rail: every address on a destination allow-list is a TRON address in
 // its base58 form (T…, with a valid checksum), as withdrawals record their
 // to_address, so that the list compares equal to them.
-func checkPolicy(p aggregate.Policy) error {
+func CheckPolicy(p aggregate.Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}

@@ -372,6 +372,12 @@ func printWithdrawal(out io.Writer, w aggregate.WithdrawalView) {
 	row("requested", "by "+w.RequestedBy+" at "+fmtTime(w.RequestedAt))
 	row("reserved", yesNo(w.Reserved))
 	row("approvals", fmt.Sprintf("%d of %d required", len(w.Approvals), w.RequiredApprovals))
+	for _, r := range w.AppliedRules {
+		row("rule applied", r.String())
+	}
+	if w.WindowSum != nil {
+		row("24 h sum", *w.WindowSum+" sent before the request")
+	}
 	if len(w.Approvals) > 0 {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BY\tAT\tRULE\tPOLICY VERSION")
@@ -735,6 +741,26 @@ func printPolicyRules(stdout io.Writer, p api.PolicyView) error {
 	fmt.Fprintln(tw, "  RULE\tABOVE\tAPPROVERS")
 	for _, rule := range p.Rules {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\n", rule.Name, rule.Threshold, rule.Approvers)
+	}
+	if len(p.Destinations) > 0 {
+		fmt.Fprintln(tw, "  DESTINATION RULE\tACCOUNTS\tUNLISTED\tALLOWED")
+		for _, d := range p.Destinations {
+			unlisted := d.Unlisted
+			if d.Unlisted == aggregate.UnlistedExtraApprovers {
+				unlisted = fmt.Sprintf("+%d approvers", d.ExtraApprovers)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", d.Name, strings.Join(d.Accounts, ","), unlisted, strings.Join(d.Allow, " "))
+		}
+	}
+	if len(p.Velocity) > 0 {
+		fmt.Fprintln(tw, "  VELOCITY TIER (24 h)\tACCOUNTS\tABOVE\tEXTRA APPROVERS")
+		for _, v := range p.Velocity {
+			accounts := strings.Join(v.Accounts, ",")
+			if accounts == "" {
+				accounts = "*"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t+%d\n", v.Name, accounts, v.Above, v.ExtraApprovers)
+		}
 	}
 	return tw.Flush()
 }

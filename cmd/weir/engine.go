@@ -158,6 +158,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, fmt.Errorf("--policy %s: %w", cfg.Policy, err)
 		}
 		p, err := aggregate.ParsePolicyJSON(b)
+		if err == nil {
+			err = sagas.CheckPolicy(p) // the allow-lists' addresses, which only the rail can check
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--policy %s: %w", cfg.Policy, err)
 		}

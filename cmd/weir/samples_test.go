@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/cmd/weir/api"
+	"github.com/weir-payouts/weir/sagas"
 )
 
 // The sample files the README points to load as serve loads them, and
@@ -31,7 +32,11 @@ func TestSampleConfigurationFilesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := aggregate.ParsePolicyJSON(b); err != nil || len(p.Rules) != 3 {
+	p, err := aggregate.ParsePolicyJSON(b)
+	if err == nil {
+		err = sagas.CheckPolicy(p)
+	}
+	if err != nil || len(p.Rules) != 3 || len(p.Destinations) != 2 || len(p.Velocity) != 1 {
 		t.Fatalf("sample policy: %+v %v", p, err)
 	}
 	c, err := loadCustody(filepath.Join(dir, "custody.json"))
