@@ -131,26 +131,9 @@ func NewKVCheckpoints(ctx context.Context, js jetstream.JetStream, store *events
 	if bucket == "" {
 		bucket = DefaultCheckpointBucket
 	}
-	stream, err := js.Stream(ctx, store.StreamName())
+	kv, err := store.KeyValue(ctx, js, bucket, "weir projection checkpoints")
 	if err != nil {
-		return nil, fmt.Errorf("projections: look up stream %s: %w", store.StreamName(), err)
-	}
-	sc := stream.CachedInfo().Config
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      bucket,
-			Description: "weir projection checkpoints",
-			History:     1,
-			Storage:     sc.Storage,
-			Replicas:    sc.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket) // created concurrently
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("projections: checkpoint bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("projections: checkpoint bucket: %w", err)
 	}
 	return &KVCheckpoints{kv: kv, partSize: 256 << 10, sealer: store.Sealer(), MaxSize: DefaultMaxCheckpointBytes, slots: map[string]string{}}, nil
 }

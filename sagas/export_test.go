@@ -2,6 +2,8 @@ package sagas
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 
@@ -64,4 +66,16 @@ func CountReads(r *Repo) *atomic.Int64 {
 func PlantSnapshot(r *Repo, typ, id string, state any, pos eventstore.Position) {
 	r.snaps.drop(typ, id)
 	r.snaps.put(typ, id, state, pos)
+}
+
+// SealSnapshotForTest returns the hex tag key gives a snapshot document
+// decoded into m (as a forger holding that key would make it). Tests only.
+func SealSnapshotForTest(key eventstore.Sealer, m map[string]any) string {
+	b, _ := json.Marshal(m)
+	var doc snapshotDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		panic(err)
+	}
+	_, tag := key.Seal(doc.sealInput())
+	return hex.EncodeToString(tag)
 }

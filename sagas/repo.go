@@ -53,6 +53,26 @@ type Repo struct {
 	// snaps holds the folded state of accounts and of the policy at the
 	// position it covers, so a load folds only the newer events.
 	snaps snapshots
+	// durable, when set, keeps account snapshots in the KV bucket for
+	// other processes and restarts (UseDurableSnapshots).
+	durable *DurableSnapshots
+}
+
+// UseDurableSnapshots makes the Repo read account snapshots from d when it
+// holds none in memory, and hand d one every d.Every() events of an
+// account. Call it before the Repo is used; d.Run writes them.
+func (r *Repo) UseDurableSnapshots(d *DurableSnapshots) { r.durable = d }
+
+// remember keeps state at pos as the in-memory snapshot and, every so many
+// events, queues it for the bucket.
+func (r *Repo) remember(typ, id string, state any, pos eventstore.Position) {
+	durableAt, kept := r.snaps.put(typ, id, state, pos)
+	if !kept || r.durable == nil || !durableKind(typ) || !r.durable.due(durableAt, pos.Version) {
+		return
+	}
+	if a, ok := state.(aggregate.Account); ok && r.durable.enqueue(typ, id, a, pos) {
+		r.snaps.markDurable(typ, id, pos.Version)
+	}
 }
 
 type readFunc func(context.Context, eventstore.Key, eventstore.Position) ([]eventstore.Record, eventstore.Position, error)
@@ -136,6 +156,21 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 				return s, pos, err
 			}
 			r.snaps.drop(k.typ, id)
+		} else if r.durable != nil && durableKind(k.typ) {
+			if a, spos, ok := r.durable.read(ctx, k.typ, id); ok {
+				if st, ok := any(a).(S); ok {
+					// Held as this process's snapshot first, so folding the
+					// newer events does not write the same one back.
+					r.snaps.put(k.typ, id, st, spos)
+					r.snaps.markDurable(k.typ, id, spos.Version)
+					s, pos, err := loadFrom(ctx, r, k, id, latest, st, spos)
+					if !errors.Is(err, eventstore.ErrSnapshotMismatch) {
+						return s, pos, err
+					}
+					r.snaps.drop(k.typ, id)
+					r.durable.ignore(k.typ, id, "log", err)
+				}
+			}
 		}
 	}
 	var zero S
@@ -172,7 +207,7 @@ func loadFrom[S any, E interface{ EventType() string }](ctx context.Context, r *
 	case k.foldFrom != nil:
 		s = k.foldFrom(s, events)
 		if pos.Sequence != 0 {
-			r.snaps.put(k.typ, id, s, pos)
+			r.remember(k.typ, id, s, pos)
 		}
 	default:
 		for i, e := range events {
@@ -205,7 +240,7 @@ func appendAt[S any, E interface{ EventType() string }](ctx context.Context, r *
 	}
 	if k.foldFrom != nil {
 		s = k.foldFrom(s, events)
-		r.snaps.put(k.typ, id, s, newPos)
+		r.remember(k.typ, id, s, newPos)
 	} else {
 		for _, e := range events {
 			s = k.evolve(s, e)

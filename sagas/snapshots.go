@@ -19,8 +19,9 @@ const DefaultSnapshots = 4096
 // aggregate folded from its first event. The OCC expectation of an append
 // is the position read from the log, never one held here.
 //
-// Snapshots live in this process's memory only (nothing outside the
-// process can plant one) and are bounded: past max entries an arbitrary
+// These snapshots live in this process's memory (nothing outside the
+// process can plant one); accounts also go to the KV bucket every so many
+// events (DurableSnapshots), tagged and verified. They are bounded: past max entries an arbitrary
 // one is evicted, which costs its aggregate one full load. States are
 // shared read-only: folds copy before they change anything
 // (aggregate.FoldAccountFrom).
@@ -33,6 +34,9 @@ type snapshots struct {
 type snapshot struct {
 	state any
 	pos   eventstore.Position
+	// durable is the version of the last snapshot of this aggregate
+	// queued for (or read from) the KV bucket.
+	durable uint64
 }
 
 func snapshotKey(typ, id string) string { return typ + "." + id }
@@ -45,18 +49,20 @@ func (c *snapshots) get(typ, id string) (snapshot, bool) {
 }
 
 // put records state at pos unless a snapshot at least as far along is
-// already held (a lagging replica must not move a snapshot back).
-func (c *snapshots) put(typ, id string, state any, pos eventstore.Position) {
+// already held (a lagging replica must not move a snapshot back). It
+// returns the version last made durable and whether state was kept.
+func (c *snapshots) put(typ, id string, state any, pos eventstore.Position) (durable uint64, kept bool) {
 	if c.max <= 0 {
-		return
+		return 0, false
 	}
 	key := snapshotKey(typ, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[key]; ok {
 		if old.pos.Sequence >= pos.Sequence {
-			return
+			return old.durable, false
 		}
+		durable = old.durable
 	} else if len(c.m) >= c.max {
 		for k := range c.m {
 			delete(c.m, k)
@@ -66,7 +72,19 @@ func (c *snapshots) put(typ, id string, state any, pos eventstore.Position) {
 	if c.m == nil {
 		c.m = map[string]snapshot{}
 	}
-	c.m[key] = snapshot{state: state, pos: pos}
+	c.m[key] = snapshot{state: state, pos: pos, durable: durable}
+	return durable, true
+}
+
+// markDurable records that the snapshot at version went to the bucket.
+func (c *snapshots) markDurable(typ, id string, version uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := snapshotKey(typ, id)
+	if s, ok := c.m[key]; ok && s.durable < version {
+		s.durable = version
+		c.m[key] = s
+	}
 }
 
 func (c *snapshots) drop(typ, id string) {

@@ -37,9 +37,11 @@ import (
 // engine is one running weir process: everything `weir serve` starts, in
 // the order it must stop.
 type engine struct {
-	log      *slog.Logger
-	feeLimit int64              // sun, from --fee-limit
-	wallet   *hotwallet.Monitor // the hot wallet's readings and the send gate
+	log *slog.Logger
+	// snapshots keeps account snapshots in KV (nil with --snapshot-every -1).
+	snapshots *sagas.DurableSnapshots
+	feeLimit  int64              // sun, from --fee-limit
+	wallet    *hotwallet.Monitor // the hot wallet's readings and the send gate
 	// walletNotes announces the wallet's changes on WEIR_NOTIFY.
 	walletNotes *notify.WalletAnnouncer
 	emb         *eventstore.Embedded // nil with --nats-url
@@ -105,6 +107,9 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	}
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("--workers must be ≥ 0")
+	}
+	if cfg.SnapshotEvery < -1 {
+		return nil, fmt.Errorf("--snapshot-every must be ≥ -1 (-1: no durable snapshots, 0: the default %d)", sagas.DefaultSnapshotEvery)
 	}
 	if cfg.Inflight < 0 || cfg.NodeRPS < 0 || cfg.NodeConcurrency < 0 {
 		return nil, fmt.Errorf("--inflight, --node-rps and --node-concurrency must be ≥ 0")
@@ -270,6 +275,24 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		return nil, fmt.Errorf("refusing to start: %w (inspect it with `nats stream info %s`; weir never loosens it back itself)", err, e.store.StreamName())
 	}
 	e.repo = sagas.NewRepo(e.store)
+	if cfg.SnapshotEvery >= 0 {
+		if err := e.up.do(ctx, "account snapshots (KV "+sagas.SnapshotBucket+")", func(ctx context.Context) error {
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			e.snapshots, err = sagas.OpenDurableSnapshots(ctx, js, e.store, cfg.SnapshotEvery, log.With("room", "snapshots"))
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		e.repo.UseDurableSnapshots(e.snapshots)
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.snapshots.Run(ctx)
+		}()
+	}
 	// The configuration in force is the one in the log: these files become
 	// it on an empty log (or with --publish-config / dev mode) and are
 	// refused when they disagree with it otherwise.
@@ -666,6 +689,24 @@ func (e *engine) projectionCollectors() []prometheus.Collector {
 			Name: "weir_integrity_violations_total",
 			Help: "Events quarantined because their tag did not verify or they could not be decoded (never folded into any state); /healthz names them.",
 		}, func() float64 { _, n := e.store.Violations(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "weir_snapshots_rejected_total",
+			Help: "Stored account snapshots ignored (tag, state or position not verified against the log); the account was folded from its log.",
+		}, func() float64 {
+			if e.snapshots == nil {
+				return 0
+			}
+			return float64(e.snapshots.Rejected())
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "weir_snapshots_written_total",
+			Help: "Account snapshots written to the KV bucket " + sagas.SnapshotBucket + ".",
+		}, func() float64 {
+			if e.snapshots == nil {
+				return 0
+			}
+			return float64(e.snapshots.Written())
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "weir_projection_applied_sequence",
 			Help: "Stream sequence the read models have folded up to.",

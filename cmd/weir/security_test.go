@@ -199,6 +199,17 @@ var threatTable = []attack{
 		pub(t, nc, "$KV."+natsauth.KeyBucket+"."+sharedKeyName, "k-forged "+strings.Repeat("00", 32))
 		pub(t, nc, "$JS.API.STREAM.DELETE.KV_"+natsauth.KeyBucket, nil)
 	}},
+	{name: "write a forged account snapshot (nats kv put WEIR_SNAPSHOTS account.dev)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$KV."+natsauth.SnapshotBucket+".account.dev", `{"schema":1,"type":"account","id":"dev","seq":1,"version":1,"state":{},"key_id":"k","tag":"00"}`)
+		pub(t, nc, "$JS.API.STREAM.PURGE.KV_"+natsauth.SnapshotBucket, `{}`)
+		pub(t, nc, "$JS.API.STREAM.DELETE.KV_"+natsauth.SnapshotBucket, nil)
+	}},
+	{name: "read account snapshots (nats kv get WEIR_SNAPSHOTS account.dev)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
+		pub(t, nc, "$JS.API.DIRECT.GET.KV_"+natsauth.SnapshotBucket+".$KV."+natsauth.SnapshotBucket+".account.dev", nil)
+		pub(t, nc, "$JS.API.STREAM.MSG.GET.KV_"+natsauth.SnapshotBucket, `{"last_by_subj":"$KV.`+natsauth.SnapshotBucket+`.account.dev"}`)
+		pub(t, nc, "$JS.API.CONSUMER.CREATE.KV_"+natsauth.SnapshotBucket+".peek", `{"stream_name":"KV_`+natsauth.SnapshotBucket+`","config":{"name":"peek","ack_policy":"none"}}`)
+		sub(t, nc, "$KV."+natsauth.SnapshotBucket+".>")
+	}},
 	{name: "rewrite a webhook's cursor or delivery record (skip or replay deliveries)", try: func(t *testing.T, nc *nats.Conn, _ *boundary) {
 		pub(t, nc, "$KV.weir_webhooks.cursor.wh_x", "999999")
 		pub(t, nc, "$KV.weir_webhook_deliveries.wh_x.00000000000000000001", `{"status":"delivered"}`)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-payouts/weir/cmd/weir/api"
 	"github.com/weir-payouts/weir/cmd/weir/console"
+	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/hotwallet"
 )
 
@@ -22,14 +23,17 @@ func init() {
 // serveConfig is every `weir serve` flag (CONTRACT.md), each also read from
 // WEIR_<FLAG>.
 type serveConfig struct {
-	Data            string
-	HTTP            string
-	NATSAddr        string
-	NATSURL         string
-	Replicas        int
-	Sync            string
-	Workers         int
-	Inflight        int     // withdrawals each worker drives at once
+	Data     string
+	HTTP     string
+	NATSAddr string
+	NATSURL  string
+	Replicas int
+	Sync     string
+	Workers  int
+	Inflight int // withdrawals each worker drives at once
+	// SnapshotEvery is how many account events pass between two durable
+	// snapshots (KV WEIR_SNAPSHOTS); 0: sagas.DefaultSnapshotEvery, -1: none.
+	SnapshotEvery   int
 	NodeRPS         float64 // node calls started per second, all workers together; 0: no cap
 	NodeConcurrency int     // node calls at once, all workers together; 0: no cap
 	Principals      string
@@ -114,6 +118,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.StartupWait, "startup-wait", defaultStartupWait, "how long start-up waits for a slow or forming NATS cluster to answer its JetStream calls")
 	fs.StringVar(&c.Sync, "sync", "always", "always: fsync every write; lazy: JetStream's default interval")
 	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
+	fs.IntVar(&c.SnapshotEvery, "snapshot-every", sagas.DefaultSnapshotEvery, "account events between two durable snapshots of an account in KV "+sagas.SnapshotBucket+" (tagged with the event key, verified against the log on load; -1 = none)")
 	fs.IntVar(&c.Inflight, "inflight", 64, "withdrawals each broadcast worker drives at once (node calls for different withdrawals overlap)")
 	fs.Float64Var(&c.NodeRPS, "node-rps", 0, "TRON node calls started per second by this process, all workers together (0 = no limit; a hosted endpoint wants one)")
 	fs.IntVar(&c.NodeConcurrency, "node-concurrency", 64, "TRON node calls in flight at once from this process (0 = no limit)")

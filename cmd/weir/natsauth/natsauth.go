@@ -33,6 +33,11 @@ const (
 	// given. No principal or auditor has any right on it: only weir's own
 	// identity.
 	KeyBucket = "WEIR_KEYS"
+	// SnapshotBucket is the KV bucket (stream KV_WEIR_SNAPSHOTS) of
+	// account snapshots. No principal or auditor has any right on it: a
+	// forged snapshot is ignored (its tag under the event key does not
+	// verify), but reading one would show any account's balances.
+	SnapshotBucket = sagas.SnapshotBucket
 )
 
 // WeirDurables are the durable consumers weir itself relies on. No
