@@ -27,6 +27,7 @@ type accountSnapshot struct {
 	ApprovedBy   map[string]string        `json:"approved_by"`
 	Reservations map[string]Reservation   `json:"reservations"`
 	Daily        map[string]Amount        `json:"daily"`
+	Recent       []recentReservation      `json:"recent"`
 }
 
 // ErrNotCompact: only the live, compact fold (FoldAccountFrom) is
@@ -43,6 +44,7 @@ func (a Account) MarshalSnapshot() ([]byte, error) {
 		ID: a.ID, Version: a.Version,
 		Credited: a.credited, Available: a.available, Reserved: a.reserved, Settled: a.settled,
 		Credits: a.credits, Pending: a.pending, ApprovedBy: a.approvedBy, Reservations: a.reservations, Daily: a.daily,
+		Recent: a.recent,
 	})
 }
 
@@ -66,7 +68,7 @@ func UnmarshalAccountSnapshot(data []byte) (Account, error) {
 		ID: s.ID, Version: s.Version,
 		credited: s.Credited, available: s.Available, reserved: s.Reserved, settled: s.Settled,
 		credits: s.Credits, pending: s.Pending, approvedBy: s.ApprovedBy, reservations: s.Reservations, daily: s.Daily,
-		compact: true,
+		recent: s.Recent, compact: true,
 	}.owned()
 	if a.ID != "" {
 		if err := ValidateAccountID(a.ID); err != nil {

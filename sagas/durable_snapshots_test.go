@@ -126,7 +126,7 @@ func TestASecondProcessFoldsABusyAccountFromTheStoredSnapshot(t *testing.T) {
 // does not verify (a balance of a million, "signed" with another key),
 // one correctly tagged but claiming a position the log does not hold, and
 // one garbled — each is ignored, counted, and the account is folded from
-// its log.
+// its log; the fold is then stored in its place.
 func TestForgedOrStaleStoredSnapshotsAreIgnored(t *testing.T) {
 	d := newDurableRig(t)
 	first, snaps := d.process()
@@ -188,6 +188,11 @@ func TestForgedOrStaleStoredSnapshotsAreIgnored(t *testing.T) {
 			}
 			if got := snaps.RejectedBy(); got[c.reason] != 1 || snaps.Rejected() != 1 {
 				t.Fatalf("rejected %v, want one for %s", got, c.reason)
+			}
+			// The fold from the log is written back in its place.
+			d.waitWritten(snaps, 1)
+			if _, spos, ok := sagas.ReadSnapshotForTest(d.ctx, snaps, "acct"); !ok || spos.Version != 8 {
+				t.Fatalf("stored snapshot after the fold: %+v %v", spos, ok)
 			}
 		})
 	}

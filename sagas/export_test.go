@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/aggregate/eventlog"
 	"github.com/weir-payouts/weir/eventstore"
 )
 
@@ -78,4 +80,10 @@ func SealSnapshotForTest(key eventstore.Sealer, m map[string]any) string {
 	}
 	_, tag := key.Seal(doc.sealInput())
 	return hex.EncodeToString(tag)
+}
+
+// ReadSnapshotForTest reads the stored snapshot of an account as a load
+// would (verified). Tests only.
+func ReadSnapshotForTest(ctx context.Context, d *DurableSnapshots, id string) (aggregate.Account, eventstore.Position, bool) {
+	return d.read(ctx, eventlog.TypeAccount, id)
 }
