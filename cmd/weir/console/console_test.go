@@ -454,3 +454,31 @@ func TestEveryPageRenders(t *testing.T) {
 		mustContain(t, p, want...)
 	}
 }
+
+// After login the browser goes where it wanted to go, but only inside the
+// console: a next= pointing elsewhere is ignored (no open redirect).
+func TestLoginRedirectStaysInTheConsole(t *testing.T) {
+	s := newStack(t, nil)
+	srv := s.server(t, console.Config{})
+	for next, want := range map[string]string{
+		"/console/policy":           "/console/policy",
+		"//evil.example/console/":   "/console/approvals",
+		"https://evil.example/x":    "/console/approvals",
+		"/console/\\evil.example": "/console/approvals",
+		"/v1/withdrawals":           "/console/approvals",
+	} {
+		b := newBrowser(t, srv)
+		tok := b.csrf("/console/login")
+		p := b.post("/console/login", url.Values{"csrf": {tok}, "token": {tokBob}, "next": {next}})
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+			t.Fatalf("next=%q: %d to %q, want %q", next, p.status, p.header.Get("Location"), want)
+		}
+	}
+	// A page asked for while logged out comes back after login.
+	b := newBrowser(t, srv)
+	p := b.get("/console/policy")
+	if loc := p.header.Get("Location"); loc != "/console/login?next=%2Fconsole%2Fpolicy" {
+		t.Fatalf("logged out: to %q", loc)
+	}
+	mustContain(t, b.get(p.header.Get("Location")), `name="next" value="/console/policy"`)
+}
