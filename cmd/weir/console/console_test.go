@@ -461,11 +461,11 @@ func TestLoginRedirectStaysInTheConsole(t *testing.T) {
 	s := newStack(t, nil)
 	srv := s.server(t, console.Config{})
 	for next, want := range map[string]string{
-		"/console/policy":           "/console/policy",
-		"//evil.example/console/":   "/console/approvals",
-		"https://evil.example/x":    "/console/approvals",
+		"/console/policy":         "/console/policy",
+		"//evil.example/console/": "/console/approvals",
+		"https://evil.example/x":  "/console/approvals",
 		"/console/\\evil.example": "/console/approvals",
-		"/v1/withdrawals":           "/console/approvals",
+		"/v1/withdrawals":         "/console/approvals",
 	} {
 		b := newBrowser(t, srv)
 		tok := b.csrf("/console/login")
