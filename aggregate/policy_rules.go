@@ -120,6 +120,22 @@ type AppliedRule struct {
 	WindowSum      *Amount `json:"window_sum,omitempty"`
 }
 
+// MarshalJSON writes window_sum in canonical decimal form ("60"), as the
+// withdrawal JSON writes amounts; any decimal string reads back.
+func (r AppliedRule) MarshalJSON() ([]byte, error) {
+	var sum *string
+	if r.WindowSum != nil {
+		s := r.WindowSum.String()
+		sum = &s
+	}
+	return json.Marshal(struct {
+		Kind           string  `json:"kind"`
+		Name           string  `json:"name"`
+		ExtraApprovers int     `json:"extra_approvers"`
+		WindowSum      *string `json:"window_sum,omitempty"`
+	}{r.Kind, r.Name, r.ExtraApprovers, sum})
+}
+
 func (r AppliedRule) String() string {
 	if r.WindowSum != nil {
 		return fmt.Sprintf("%s %q +%d (window sum %s)", r.Kind, r.Name, r.ExtraApprovers, r.WindowSum)

@@ -15,13 +15,17 @@ import (
 // policy stream records it: who proposed it, who else approved it under a
 // quorum, and when it took effect.
 type PolicyVersion struct {
-	Version    int              `json:"version"`
-	Name       string           `json:"name"`
-	Rules      []aggregate.Rule `json:"rules"`
-	By         string           `json:"by"`
-	ApprovedBy []string         `json:"approved_by"`
-	Quorum     int              `json:"quorum"`
-	At         time.Time        `json:"at"`
+	Version int              `json:"version"`
+	Name    string           `json:"name"`
+	Rules   []aggregate.Rule `json:"rules"`
+	// Destinations and Velocity are the version's per-account destination
+	// rules and velocity tiers (absent when it has none).
+	Destinations []aggregate.DestinationRule `json:"destinations,omitempty"`
+	Velocity     []aggregate.VelocityTier    `json:"velocity,omitempty"`
+	By           string                      `json:"by"`
+	ApprovedBy   []string                    `json:"approved_by"`
+	Quorum       int                         `json:"quorum"`
+	At           time.Time                   `json:"at"`
 }
 
 // PolicyHistory lists the versions of the policy that came into force,
@@ -45,7 +49,7 @@ func (in *Intake) PolicyHistory(ctx context.Context) ([]PolicyVersion, error) {
 	for _, e := range events {
 		if ch, ok := e.(aggregate.PolicyChanged); ok {
 			out = append(out, PolicyVersion{
-				Version: ch.Version, Name: ch.Name, Rules: ch.Rules, By: ch.By,
+				Version: ch.Version, Name: ch.Name, Rules: ch.Rules, Destinations: ch.Destinations, Velocity: ch.Velocity, By: ch.By,
 				ApprovedBy: append([]string{}, ch.ApprovedBy...), Quorum: ch.Quorum, At: ch.At.UTC(),
 			})
 		}

@@ -84,6 +84,14 @@ func TestPolicyWithDestinationAndVelocityRulesIsShownAndKeptByVersion(t *testing
 	if strings.Join(unlisted, ",") != "extra_approvers,refuse" {
 		t.Fatalf("versions say %v", unlisted)
 	}
+	// The policy history (the console's) lists both versions with theirs.
+	hist, err := e.intake.PolicyHistory(t.Context())
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history: %+v %v", hist, err)
+	}
+	if hist[0].Destinations[0].Unlisted != "extra_approvers" || hist[1].Destinations[0].Unlisted != "refuse" || hist[1].Velocity[0].Name != "busy" {
+		t.Fatalf("history: %+v", hist)
+	}
 }
 
 func TestBadDestinationOrVelocityRulesAreRefusedAndNothingChanges(t *testing.T) {
@@ -181,6 +189,11 @@ func TestVelocityTierRaisesApproversOnceEnoughWasSent(t *testing.T) {
 	second := need("50", 2, "60") // 60 + 50 > 100
 	if a := second.AppliedRules; len(a) != 1 || a[0].Kind != aggregate.RuleKindVelocity || a[0].Name != "busy" || a[0].WindowSum.String() != "60" {
 		t.Fatalf("applied: %+v", a)
+	}
+	raw := e.do(t, "GET", "/v1/withdrawals/"+second.ID, tokAlice, nil)
+	if !strings.Contains(string(raw.body), `"applied_rules":[{"kind":"velocity","name":"busy","extra_approvers":1,"window_sum":"60"}]`) ||
+		!strings.Contains(string(raw.body), `"window_sum":"60"`) {
+		t.Fatalf("withdrawal JSON: %s", raw.body)
 	}
 	// Released money never left: cancelling the second takes it out of the
 	// window; the first, held, still counts.
