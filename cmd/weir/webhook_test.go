@@ -158,8 +158,17 @@ func TestWebhooksOverHTTP(t *testing.T) {
 	}
 	st, _, ds := c.do("GET", "/v1/webhooks/"+id+"/deliveries", "dev-olivia-token", "")
 	deliveries, _ := ds["deliveries"].([]any)
-	if st != 200 || len(deliveries) != 1 || deliveries[0].(map[string]any)["status"] != webhook.StatusDelivered {
+	if st != 200 || len(deliveries) != 1 || deliveries[0].(map[string]any)["status"] != webhook.StatusDelivered || ds["next_cursor"] != nil {
 		t.Fatalf("deliveries: %d %v", st, ds)
+	}
+	// The list pages like every other: limit 1 to 1000, a cursor it gave out.
+	for _, q := range []string{"limit=1001", "limit=0", "limit=x", "cursor=abc", "cursor=0"} {
+		if st, _, body := c.do("GET", "/v1/webhooks/"+id+"/deliveries?"+q, "dev-olivia-token", ""); st != 422 {
+			t.Fatalf("deliveries?%s: %d %v", q, st, body)
+		}
+	}
+	if st, _, body := c.do("GET", "/v1/webhooks/"+id+"/deliveries?limit=1&cursor="+fmt.Sprint(deliveries[0].(map[string]any)["notify_seq"]), "dev-olivia-token", ""); st != 200 || len(body["deliveries"].([]any)) != 0 {
+		t.Fatalf("the page after the only delivery: %d %v", st, body)
 	}
 	if m := c.text("/metrics"); !strings.Contains(m, `weir_webhook_deliveries_total{outcome="delivered"} 1`) {
 		t.Fatalf("metrics:\n%s", grepLines(m, "weir_webhook"))

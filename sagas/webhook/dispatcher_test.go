@@ -244,7 +244,7 @@ func TestAReceiverDownThenBackGetsEverythingInOrderAcrossARestart(t *testing.T) 
 	if d := w.clock.awaitWait(t); d != 2*webhook.DefaultFirstRetry {
 		t.Fatalf("second retry after %v, want %v", d, 2*webhook.DefaultFirstRetry)
 	}
-	ds, err := w.svc.Deliveries(t.Context(), hook.ID, 10)
+	ds, _, err := w.svc.Deliveries(t.Context(), hook.ID, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestAReceiverDownThenBackGetsEverythingInOrderAcrossARestart(t *testing.T) 
 		t.Fatalf("a fifth delivery: %s", d.body)
 	default:
 	}
-	ds, err = svc2.Deliveries(t.Context(), hook.ID, 10)
+	ds, _, err = svc2.Deliveries(t.Context(), hook.ID, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestADeliveryIsGivenUpAfterMaxRetryAgeAndTheNextGoesOn(t *testing.T) {
 	if d := w.clock.awaitWait(t); d != webhook.DefaultFirstRetry {
 		t.Fatalf("the next delivery waits %v", d)
 	}
-	ds, err := w.svc.Deliveries(t.Context(), hook.ID, 10)
+	ds, _, err := w.svc.Deliveries(t.Context(), hook.ID, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

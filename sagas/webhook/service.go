@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -313,40 +315,65 @@ func (s *Service) putDelivery(ctx context.Context, d Delivery) error {
 	return nil
 }
 
-// Deliveries lists a webhook's deliveries, newest first, at most limit.
-func (s *Service) Deliveries(ctx context.Context, id string, limit int) ([]Delivery, error) {
-	if _, _, err := s.Get(ctx, id); err != nil {
-		return nil, err
+// Deliveries lists a webhook's deliveries newest first (by WEIR_NOTIFY
+// sequence): at most limit, only those below before (0: from the newest).
+// next is the cursor of the following page (its last delivery's
+// sequence), 0 when there is none.
+//
+// It reads only this webhook's records: the names of its keys (the
+// server filters the bucket on the key prefix "<id>." and sends names
+// only, no values) and then the values of the page's records alone. The
+// key format is the one deliveries were always stored under, so records
+// written by earlier versions are listed as they are.
+func (s *Service) Deliveries(ctx context.Context, id string, limit int, before uint64) (page []Delivery, next uint64, err error) {
+	if limit <= 0 {
+		return nil, 0, fmt.Errorf("webhook %s: deliveries: limit %d, want at least 1", id, limit)
 	}
+	if _, _, err := s.Get(ctx, id); err != nil {
+		return nil, 0, err
+	}
+	seqs, err := s.deliverySeqs(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(seqs, func(a, b uint64) int { return cmp.Compare(b, a) })
+	if before > 0 {
+		seqs = seqs[sort.Search(len(seqs), func(i int) bool { return seqs[i] < before }):]
+	}
+	page = []Delivery{}
+	for _, seq := range seqs {
+		if len(page) == limit {
+			return page, page[len(page)-1].NotifySeq, nil
+		}
+		d, ok, err := s.delivery(ctx, id, seq)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok { // gone since it was listed (kept DeliveryHistory)
+			page = append(page, d)
+		}
+	}
+	return page, 0, nil
+}
+
+// deliverySeqs lists the WEIR_NOTIFY sequences of a webhook's delivery
+// records from their key names alone.
+func (s *Service) deliverySeqs(ctx context.Context, id string) ([]uint64, error) {
 	lister, err := s.deliveries.ListKeysFiltered(ctx, id+".*")
 	if err != nil {
 		return nil, fmt.Errorf("webhook %s: deliveries: %w", id, err)
 	}
-	var keys []string
+	var seqs []uint64
 	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	slices.Reverse(keys)
-	out := []Delivery{}
-	for _, k := range keys {
-		if len(out) >= limit {
-			break
-		}
-		e, err := s.deliveries.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		rest, ok := strings.CutPrefix(k, id+".")
+		if !ok {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("webhook %s: delivery %s: %w", id, k, err)
+		if seq, err := strconv.ParseUint(rest, 10, 64); err == nil {
+			seqs = append(seqs, seq)
 		}
-		var d Delivery
-		if err := json.Unmarshal(e.Value(), &d); err != nil {
-			return nil, fmt.Errorf("webhook %s: delivery %s: %w", id, k, err)
-		}
-		out = append(out, d)
 	}
-	return out, nil
+	return seqs, nil
 }
 
 // cursor is the last WEIR_NOTIFY sequence done for a webhook.

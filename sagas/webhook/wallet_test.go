@@ -71,7 +71,7 @@ func TestWalletNotificationsReachTheWebhooksThatAskedForThem(t *testing.T) {
 		t.Fatalf("the withdrawal webhook got more: %s", extra.body)
 	case <-time.After(300 * time.Millisecond):
 	}
-	ds, err := w.svc.Deliveries(t.Context(), hookW.ID, 10)
+	ds, _, err := w.svc.Deliveries(t.Context(), hookW.ID, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/sagas/webhook"
@@ -14,7 +15,7 @@ type Webhooks interface {
 	Register(ctx context.Context, in webhook.RegisterInput) (webhook.View, error)
 	List(ctx context.Context) ([]aggregate.Webhook, error)
 	Delete(ctx context.Context, id, by string) (aggregate.Webhook, error)
-	Deliveries(ctx context.Context, id string, limit int) ([]webhook.Delivery, error)
+	Deliveries(ctx context.Context, id string, limit int, before uint64) ([]webhook.Delivery, uint64, error)
 }
 
 // Webhook command names. Every webhook route, reads included, is an
@@ -38,9 +39,11 @@ type WebhookList struct {
 	Webhooks []webhook.View `json:"webhooks"`
 }
 
-// DeliveryList is GET /v1/webhooks/{id}/deliveries.
+// DeliveryList is GET /v1/webhooks/{id}/deliveries: a page, newest first,
+// and the cursor of the next one (null on the last page).
 type DeliveryList struct {
 	Deliveries []webhook.Delivery `json:"deliveries"`
+	NextCursor *string            `json:"next_cursor"`
 }
 
 func (a *httpAPI) webhookRoutes(hooks Webhooks) {
@@ -103,19 +106,29 @@ func webhookList(ctx context.Context, hooks Webhooks) (result, error) {
 }
 
 // webhookDeliveries is GET /v1/webhooks/{id}/deliveries: at most
-// page.Limit (default DefaultPageLimit, at most MaxPageLimit) deliveries.
+// page.Limit (default DefaultPageLimit, 1 to MaxPageLimit) deliveries,
+// newest first, older than page.Cursor (the next_cursor of the page
+// before: a WEIR_NOTIFY sequence).
 func webhookDeliveries(ctx context.Context, hooks Webhooks, id string, page Page) (result, error) {
 	if hooks == nil {
 		return result{}, errNoWebhooks()
 	}
-	limit := page.Limit
-	if limit <= 0 {
-		limit = DefaultPageLimit
-	}
-	limit = min(limit, MaxPageLimit)
-	ds, err := hooks.Deliveries(ctx, id, limit)
+	limit, err := pageLimit(page.Limit)
 	if err != nil {
 		return result{}, err
 	}
-	return result{body: DeliveryList{Deliveries: ds}}, nil
+	before, err := seqCursor(page.Cursor)
+	if err != nil {
+		return result{}, err
+	}
+	ds, next, err := hooks.Deliveries(ctx, id, limit, before)
+	if err != nil {
+		return result{}, err
+	}
+	body := DeliveryList{Deliveries: ds}
+	if next > 0 {
+		c := strconv.FormatUint(next, 10)
+		body.NextCursor = &c
+	}
+	return result{body: body}, nil
 }
