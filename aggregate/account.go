@@ -63,6 +63,11 @@ type Reserve struct {
 	Amount       Amount
 	DailyLimit   Amount
 	At           time.Time
+	// RequestedAt is the withdrawal's requested_at, recorded on the
+	// reservation: a compact state that forgot reservations requested up
+	// to some time knows a later withdrawal's cannot be among them
+	// (Account.MayHaveForgotten). Zero: unknown.
+	RequestedAt time.Time
 }
 
 // Release gives a held reservation back (the withdrawal was rejected or
@@ -136,6 +141,7 @@ type AccountReserved struct {
 	Day          string    `json:"day"`
 	DailyLimit   Amount    `json:"daily_limit"`
 	At           time.Time `json:"at"`
+	RequestedAt  time.Time `json:"requested_at,omitzero"` // the withdrawal's; absent on older events
 }
 
 // AccountReleased moves a held reservation back to available.
@@ -188,6 +194,7 @@ type Reservation struct {
 	At           time.Time         `json:"at"`
 	ClosedAt     time.Time         `json:"closed_at"`
 	Reason       string            `json:"reason,omitempty"`
+	RequestedAt  time.Time         `json:"requested_at,omitzero"` // the withdrawal's, when the reservation recorded it
 }
 
 // Account is the state of one account: the fold of its stream. Invariant:
@@ -213,6 +220,11 @@ type Account struct {
 	// (sagas.Repo.ReserveFor). FoldAccount, ReplayAccount and
 	// AuditAccount keep every reservation (statements, audit).
 	compact bool
+	// forgotten is the latest requested_at of the withdrawals whose
+	// reservations a compact state dropped; forgottenUnknown is set once
+	// one without requested_at was dropped (see MayHaveForgotten).
+	forgotten        time.Time
+	forgottenUnknown bool
 
 	recent []recentReservation // the reservations of the last VelocityWindow (velocity.go)
 }
@@ -426,7 +438,8 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 			return nil, newError(CodeDailyLimit, "amount", "%s already reserved on %s; with %s it would exceed the daily limit of %s",
 				a.daily[day].pin(), day, amount, c.DailyLimit)
 		}
-		return AccountReserved{Account: c.Account, WithdrawalID: c.WithdrawalID, Amount: amount, Day: day, DailyLimit: c.DailyLimit, At: at}, nil
+		return AccountReserved{Account: c.Account, WithdrawalID: c.WithdrawalID, Amount: amount, Day: day, DailyLimit: c.DailyLimit, At: at,
+			RequestedAt: c.RequestedAt.UTC()}, nil
 
 	case Release:
 		if err := checkAccountID(a, c.Account); err != nil {
@@ -606,6 +619,7 @@ func FoldAccountFrom(a Account, events []AccountEvent) Account {
 		a.compact = true
 		for id, r := range a.reservations {
 			if r.Status != ReservationHeld {
+				a.forget(r)
 				delete(a.reservations, id)
 			}
 		}
@@ -679,6 +693,7 @@ func mutate(a *Account, e AccountEvent) {
 		a.ID = ev.Account
 		a.reservations[ev.WithdrawalID] = Reservation{
 			WithdrawalID: ev.WithdrawalID, Amount: ev.Amount, Day: ev.Day, Status: ReservationHeld, At: ev.At,
+			RequestedAt: ev.RequestedAt,
 		}
 		a.daily[ev.Day] = a.daily[ev.Day].Add(ev.Amount)
 		a.recent = keepRecent(a.recent, ev)
@@ -705,10 +720,35 @@ func mutate(a *Account, e AccountEvent) {
 // close records r released or settled; a compact state forgets it.
 func (a *Account) close(r Reservation) {
 	if a.compact {
+		a.forget(r)
 		delete(a.reservations, r.WithdrawalID)
 		return
 	}
 	a.reservations[r.WithdrawalID] = r
+}
+
+// forget notes that r's reservation is no longer in the state.
+func (a *Account) forget(r Reservation) {
+	switch {
+	case r.RequestedAt.IsZero():
+		a.forgottenUnknown = true
+	case r.RequestedAt.After(a.forgotten):
+		a.forgotten = r.RequestedAt
+	}
+}
+
+// MayHaveForgotten reports whether a compact state may have dropped a
+// closed reservation of the withdrawal requested at requestedAt: only if
+// some dropped reservation was of a withdrawal requested at or after it,
+// or of one whose requested_at was not recorded. Every reservation of a
+// withdrawal records the same requested_at (its requested event's), so
+// when this is false the state itself answers whether the withdrawal was
+// reserved: it holds its reservation or it never had one.
+func (a Account) MayHaveForgotten(requestedAt time.Time) bool {
+	if !a.compact {
+		return false
+	}
+	return a.forgottenUnknown || requestedAt.IsZero() || !requestedAt.After(a.forgotten)
 }
 
 // CheckInvariants recomputes the balances from the records and checks that

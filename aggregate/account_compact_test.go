@@ -141,3 +141,47 @@ func TestAccountSnapshotCoversEveryField(t *testing.T) {
 		t.Fatalf("Account has %d fields to keep, accountSnapshot %d: add the new one to both and bump AccountSnapshotSchema", state, snap)
 	}
 }
+
+// A compact state knows which withdrawals' reservations it may have
+// dropped: those requested no later than the latest one it dropped, or any
+// once it dropped one whose requested_at was not recorded.
+func TestCompactAccountKnowsWhatItMayHaveForgotten(t *testing.T) {
+	a := FoldAccountFrom(Account{}, nil)
+	step := func(c AccountCommand) {
+		evs, err := DecideAccount(a, c)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%T: %v %v", c, evs, err)
+		}
+		a = FoldAccountFrom(a, evs)
+	}
+	step(Credit{Account: acct, CreditID: "dep", Amount: usdt("100"), At: t0})
+	if a.MayHaveForgotten(at(1)) || !a.MayHaveForgotten(time.Time{}) {
+		t.Fatal("a state that dropped nothing")
+	}
+	step(Reserve{Account: acct, WithdrawalID: wd1, Amount: usdt("1"), At: at(10), RequestedAt: at(5)})
+	step(Reserve{Account: acct, WithdrawalID: wd2, Amount: usdt("1"), At: at(11), RequestedAt: at(8)})
+	if a.MayHaveForgotten(at(5)) {
+		t.Fatal("nothing closed yet")
+	}
+	step(Settle{Account: acct, WithdrawalID: wd1, At: at(12)})
+	for _, c := range []struct {
+		requested time.Time
+		may       bool
+	}{{at(4), true}, {at(5), true}, {at(6), false}, {at(8), false}} {
+		if got := a.MayHaveForgotten(c.requested); got != c.may {
+			t.Errorf("requested at %v: %v, want %v", c.requested, got, c.may)
+		}
+	}
+	if FoldAccount(nil).MayHaveForgotten(at(1)) {
+		t.Fatal("a full fold forgets nothing")
+	}
+	step(Reserve{Account: acct, WithdrawalID: wd3, Amount: usdt("1"), At: at(13)}) // no requested_at
+	step(Release{Account: acct, WithdrawalID: wd3, Reason: "failed", At: at(14)})
+	if !a.MayHaveForgotten(at(100)) {
+		t.Fatal("after dropping a reservation without requested_at, anything may have been")
+	}
+	data, _ := a.MarshalSnapshot()
+	if back, err := UnmarshalAccountSnapshot(data); err != nil || !back.MayHaveForgotten(at(100)) {
+		t.Fatalf("snapshot: %v", err)
+	}
+}

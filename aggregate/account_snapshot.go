@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // AccountSnapshotSchema numbers the shape of a stored account snapshot and
@@ -28,6 +29,9 @@ type accountSnapshot struct {
 	Reservations map[string]Reservation   `json:"reservations"`
 	Daily        map[string]Amount        `json:"daily"`
 	Recent       []recentReservation      `json:"recent"`
+	Forgotten    time.Time                `json:"forgotten"`
+	// ForgottenUnknown: a reservation without requested_at was dropped.
+	ForgottenUnknown bool `json:"forgotten_unknown"`
 }
 
 // ErrNotCompact: only the live, compact fold (FoldAccountFrom) is
@@ -44,7 +48,7 @@ func (a Account) MarshalSnapshot() ([]byte, error) {
 		ID: a.ID, Version: a.Version,
 		Credited: a.credited, Available: a.available, Reserved: a.reserved, Settled: a.settled,
 		Credits: a.credits, Pending: a.pending, ApprovedBy: a.approvedBy, Reservations: a.reservations, Daily: a.daily,
-		Recent: a.recent,
+		Recent: a.recent, Forgotten: a.forgotten, ForgottenUnknown: a.forgottenUnknown,
 	})
 }
 
@@ -68,7 +72,7 @@ func UnmarshalAccountSnapshot(data []byte) (Account, error) {
 		ID: s.ID, Version: s.Version,
 		credited: s.Credited, available: s.Available, reserved: s.Reserved, settled: s.Settled,
 		credits: s.Credits, pending: s.Pending, approvedBy: s.ApprovedBy, reservations: s.Reservations, daily: s.Daily,
-		recent: s.Recent, compact: true,
+		recent: s.Recent, forgotten: s.Forgotten, forgottenUnknown: s.ForgottenUnknown, compact: true,
 	}.owned()
 	if a.ID != "" {
 		if err := ValidateAccountID(a.ID); err != nil {

@@ -88,7 +88,10 @@ func (in *Intake) Request(ctx context.Context, req RequestInput) (w aggregate.Wi
 	replayed = len(events) == 0
 	// Reserve inline so the reply says whether the money is held; the
 	// ledger's consumer does the same after a crash between the two.
-	if w, err = in.ledger.reserve(ctx, w, pos); err != nil {
+	unlock := in.ledger.lockReserving(cmd.ID)
+	w, err = in.ledger.reserve(ctx, w, pos)
+	unlock()
+	if err != nil {
 		return w, replayed, err
 	}
 	return w, replayed, nil

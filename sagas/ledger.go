@@ -122,6 +122,9 @@ func (l *Ledger) handleWithdrawal(ctx context.Context, r eventstore.Record) erro
 	default:
 		return nil
 	}
+	if r.Type == aggregate.EventRequested {
+		defer l.lockReserving(r.Key.ID)()
+	}
 	w, pos, err := l.repo.Withdrawal(ctx, r.Key.ID)
 	if err != nil {
 		return err
@@ -151,6 +154,7 @@ func (l *Ledger) handleAccount(ctx context.Context, r eventstore.Record) error {
 	if !ok {
 		return fmt.Errorf("account %s event %d: %s decoded as %T", r.Key.ID, r.AggregateVersion, r.Type, e)
 	}
+	defer l.lockReserving(res.WithdrawalID)()
 	w, pos, err := l.repo.Withdrawal(ctx, res.WithdrawalID)
 	if err != nil {
 		return err
@@ -189,11 +193,22 @@ func (l *Ledger) handleAccount(ctx context.Context, r eventstore.Record) error {
 // untouched. If the withdrawal ended meanwhile (cancelled), a reservation
 // just made is released again. Returns the withdrawal's state afterwards.
 func (l *Ledger) Reserve(ctx context.Context, id string) (aggregate.Withdrawal, error) {
+	defer l.lockReserving(id)()
 	w, pos, err := l.repo.Withdrawal(ctx, id)
 	if err != nil {
 		return w, err
 	}
 	return l.reserve(ctx, w, pos)
+}
+
+// lockReserving serialises, within this process, the paths that reserve
+// one withdrawal (the intake's inline step, the consumer's handling of its
+// requested and account.reserved events): a path that waited finds the
+// work done when it reads the withdrawal, instead of repeating it against
+// the account — on a busy account every repeat queues behind the account's
+// own lock. Across processes the streams' expectations still decide.
+func (l *Ledger) lockReserving(id string) (unlock func()) {
+	return l.repo.locks.lock("reserving." + id)
 }
 
 // UseConfig makes the ledger reserve against the daily limit in force in
@@ -225,6 +240,7 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos events
 	id := w.ID
 	err := l.repo.ReserveFor(ctx, w.ID, aggregate.Reserve{
 		Account: w.Account, WithdrawalID: w.ID, Amount: w.Amount, DailyLimit: l.limit(ctx), At: l.now().UTC(),
+		RequestedAt: w.RequestedAt,
 	})
 	var next aggregate.Command = aggregate.RecordReservation{At: l.now().UTC()}
 	switch {

@@ -23,14 +23,19 @@ import (
 // no longer shows is always visible on the withdrawal by then, as
 // reserved or terminal, and a reserving path that read the withdrawal
 // long before (paused, redelivered) reserves nothing. A reservation still
-// held is in the state, and a Reserve for it is a replay.
+// held is in the state, and a Reserve for it is a replay. The common case
+// skips the read: a withdrawal requested after every one whose reservation
+// the state dropped (cmd.RequestedAt, recorded on each reservation) cannot
+// have a dropped reservation (aggregate.Account.MayHaveForgotten).
 //
 // Returns nil when nothing was to be done; the caller then reads the
 // withdrawal and finds out why.
 func (r *Repo) ReserveFor(ctx context.Context, wid string, cmd aggregate.Reserve) error {
 	_, _, _, err := update(ctx, r, accountKind, cmd.Account, nil, func(a aggregate.Account) ([]aggregate.AccountEvent, error) {
 		events, err := aggregate.DecideAccount(a, cmd)
-		if err != nil || len(events) == 0 {
+		if err != nil || len(events) == 0 || !a.MayHaveForgotten(cmd.RequestedAt) {
+			// Refused, a replay of the reservation it holds, or one the
+			// state cannot have forgotten: the account answers alone.
 			return events, err
 		}
 		w, _, err := load(ctx, r, withdrawalKind, wid, true)

@@ -43,8 +43,10 @@ func TestAStaleReservingPathCannotReserveTwice(t *testing.T) {
 		t.Fatalf("live state still holds %d reservations", len(a.Reservations()))
 	}
 
-	if err := s.repo.ReserveFor(ctx, id, aggregate.Reserve{Account: "acct-a", WithdrawalID: id, Amount: stale.Amount, At: time.Now().UTC()}); err != nil {
-		t.Fatalf("stale reserve: %v", err)
+	for _, requestedAt := range []time.Time{{}, stale.RequestedAt} {
+		if err := s.repo.ReserveFor(ctx, id, aggregate.Reserve{Account: "acct-a", WithdrawalID: id, Amount: stale.Amount, At: time.Now().UTC(), RequestedAt: requestedAt}); err != nil {
+			t.Fatalf("stale reserve: %v", err)
+		}
 	}
 	// The ledger's own path with the stale view: it records nothing and
 	// finds the withdrawal rejected.

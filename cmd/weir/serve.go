@@ -98,6 +98,10 @@ type serveConfig struct {
 	// memory runs the embedded server on memory storage (tests, demo,
 	// bench); not a flag.
 	memory bool
+	// simEphemeral keeps the simulated chain in memory only (the bench:
+	// its store is thrown away, and saving a chain of 100k payments every
+	// tick would be most of what the scale series measures); not a flag.
+	simEphemeral bool
 	// natsLog receives the embedded server's own log (warnings and up by
 	// default: its start-up banner is noise next to ours).
 	natsLog *slog.Logger

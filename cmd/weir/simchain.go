@@ -35,7 +35,7 @@ const (
 // not kept: on memory storage (tests, demo, bench) and with --nats-url,
 // whose log lives elsewhere than --data.
 func simChainPath(cfg serveConfig) string {
-	if cfg.memory || cfg.NATSURL != "" || cfg.Data == "" {
+	if cfg.memory || cfg.simEphemeral || cfg.NATSURL != "" || cfg.Data == "" {
 		return ""
 	}
 	return filepath.Join(cfg.Data, simChainFile)
