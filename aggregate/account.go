@@ -210,7 +210,7 @@ type Account struct {
 	credits      map[string]Amount        // credit id → amount
 	pending      map[string]PendingCredit // credit id → credit waiting for review
 	approvedBy   map[string]string        // credit id → the second operator who approved it
-	reservations map[string]Reservation   // withdrawal id → reservation (only held ones when compact)
+	reservations reservationSet           // withdrawal id → reservation (only held ones when compact)
 	daily        map[string]Amount        // UTC day → reserved that day, not released
 
 	// compact drops a reservation once it is released or settled, so the
@@ -270,13 +270,15 @@ func (a Account) Compact() bool { return a.compact }
 // Reservation returns the reservation of a withdrawal, if any (on a
 // compact state, only a held one).
 func (a Account) Reservation(withdrawalID string) (Reservation, bool) {
-	r, ok := a.reservations[withdrawalID]
-	return r, ok
+	return a.reservations.get(withdrawalID)
 }
 
 // Reservations lists all reservations ordered by time, then withdrawal id.
 func (a Account) Reservations() []Reservation {
-	out := slices.Collect(maps.Values(a.reservations))
+	out := make([]Reservation, 0, a.reservations.len())
+	for _, r := range a.reservations.all() {
+		out = append(out, r)
+	}
 	slices.SortFunc(out, func(x, y Reservation) int {
 		if c := x.At.Compare(y.At); c != 0 {
 			return c
@@ -422,7 +424,7 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := a.reservations[c.WithdrawalID]; ok {
+		if r, ok := a.reservations.get(c.WithdrawalID); ok {
 			// Decided once per withdrawal, whatever happened to it since;
 			// the withdrawal's own stream says what it means now.
 			if r.Amount.Equal(amount) {
@@ -455,7 +457,7 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, ok := a.reservations[c.WithdrawalID]
+		r, ok := a.reservations.get(c.WithdrawalID)
 		switch {
 		case !ok:
 			return nil, newError(CodeNoReservation, "withdrawal_id", "no reservation for withdrawal %s", c.WithdrawalID)
@@ -477,7 +479,7 @@ func decideAccount(a Account, c AccountCommand) (AccountEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, ok := a.reservations[c.WithdrawalID]
+		r, ok := a.reservations.get(c.WithdrawalID)
 		switch {
 		case !ok:
 			return nil, newError(CodeNoReservation, "withdrawal_id", "no reservation for withdrawal %s", c.WithdrawalID)
@@ -502,7 +504,7 @@ func checkAccountEvent(a Account, e AccountEvent) error {
 		return newError(CodeInvalidEvent, "at", "missing")
 	}
 	held := func(wid string, amount Amount) error {
-		r, ok := a.reservations[wid]
+		r, ok := a.reservations.get(wid)
 		if !ok {
 			return newError(CodeNoReservation, "withdrawal_id", "no reservation for withdrawal %s", wid)
 		}
@@ -537,7 +539,7 @@ func checkAccountEvent(a Account, e AccountEvent) error {
 		}
 	case AccountReserved:
 		account = ev.Account
-		if _, ok := a.reservations[ev.WithdrawalID]; ok || ev.WithdrawalID == "" {
+		if _, ok := a.reservations.get(ev.WithdrawalID); ok || ev.WithdrawalID == "" {
 			return newError(CodeIdempotencyConflict, "withdrawal_id", "withdrawal %q already reserved", ev.WithdrawalID)
 		}
 		if ev.Amount.Sign() <= 0 {
@@ -576,7 +578,7 @@ func (a Account) owned() Account {
 	a.credits = cloneOrMake(a.credits)
 	a.pending = cloneOrMake(a.pending)
 	a.approvedBy = cloneOrMake(a.approvedBy)
-	a.reservations = cloneOrMake(a.reservations)
+	a.reservations = a.reservations.shared()
 	a.daily = cloneOrMake(a.daily)
 	a.recent = slices.Clone(a.recent)
 	return a
@@ -617,10 +619,10 @@ func FoldAccountFrom(a Account, events []AccountEvent) Account {
 	a = a.owned()
 	if !a.compact {
 		a.compact = true
-		for id, r := range a.reservations {
+		for id, r := range a.reservations.all() {
 			if r.Status != ReservationHeld {
 				a.forget(r)
-				delete(a.reservations, id)
+				a.reservations.del(id)
 			}
 		}
 	}
@@ -691,16 +693,16 @@ func mutate(a *Account, e AccountEvent) {
 		a.pending[ev.CreditID] = PendingCredit{CreditID: ev.CreditID, Amount: ev.Amount, By: ev.By, At: ev.At}
 	case AccountReserved:
 		a.ID = ev.Account
-		a.reservations[ev.WithdrawalID] = Reservation{
+		a.reservations.put(Reservation{
 			WithdrawalID: ev.WithdrawalID, Amount: ev.Amount, Day: ev.Day, Status: ReservationHeld, At: ev.At,
 			RequestedAt: ev.RequestedAt,
-		}
+		})
 		a.daily[ev.Day] = a.daily[ev.Day].Add(ev.Amount)
 		a.recent = keepRecent(a.recent, ev)
 		a.available = a.available.Sub(ev.Amount)
 		a.reserved = a.reserved.Add(ev.Amount)
 	case AccountReleased:
-		r := a.reservations[ev.WithdrawalID]
+		r, _ := a.reservations.get(ev.WithdrawalID)
 		r.Status, r.ClosedAt, r.Reason = ReservationReleased, ev.At, ev.Reason
 		a.close(r)
 		releaseRecent(a.recent, ev.WithdrawalID)
@@ -709,7 +711,7 @@ func mutate(a *Account, e AccountEvent) {
 		a.reserved = a.reserved.Sub(r.Amount)
 		a.available = a.available.Add(r.Amount)
 	case AccountSettled:
-		r := a.reservations[ev.WithdrawalID]
+		r, _ := a.reservations.get(ev.WithdrawalID)
 		r.Status, r.ClosedAt = ReservationSettled, ev.At
 		a.close(r)
 		a.reserved = a.reserved.Sub(r.Amount)
@@ -721,10 +723,10 @@ func mutate(a *Account, e AccountEvent) {
 func (a *Account) close(r Reservation) {
 	if a.compact {
 		a.forget(r)
-		delete(a.reservations, r.WithdrawalID)
+		a.reservations.del(r.WithdrawalID)
 		return
 	}
-	a.reservations[r.WithdrawalID] = r
+	a.reservations.put(r)
 }
 
 // forget notes that r's reservation is no longer in the state.
@@ -769,7 +771,7 @@ func (a Account) CheckInvariants() error {
 		credits = credits.Add(v)
 	}
 	daily := map[string]Amount{}
-	for _, r := range a.reservations {
+	for _, r := range a.reservations.all() {
 		switch r.Status {
 		case ReservationHeld:
 			held = held.Add(r.Amount)

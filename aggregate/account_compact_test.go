@@ -3,6 +3,7 @@ package aggregate
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // stateSize counts the entries an account state holds.
 func stateSize(a Account) int {
-	return len(a.credits) + len(a.pending) + len(a.approvedBy) + len(a.reservations) + len(a.daily)
+	return len(a.credits) + len(a.pending) + len(a.approvedBy) + a.reservations.len() + len(a.daily)
 }
 
 // cycleLog is a credit followed by n reserve → settle (even) or release
@@ -183,5 +184,48 @@ func TestCompactAccountKnowsWhatItMayHaveForgotten(t *testing.T) {
 	data, _ := a.MarshalSnapshot()
 	if back, err := UnmarshalAccountSnapshot(data); err != nil || !back.MayHaveForgotten(at(100)) {
 		t.Fatalf("snapshot: %v", err)
+	}
+}
+
+// Folds from one state share its reservations and copy only the shard an
+// event changes: neither sees the other's change, nor does the state they
+// started from, and a busy account's request does not copy every held
+// reservation.
+func TestFoldsShareReservationsCopyOnWrite(t *testing.T) {
+	a := FoldAccountFrom(Account{}, nil)
+	step := func(a Account, c AccountCommand) Account {
+		evs, err := DecideAccount(a, c)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%T: %v %v", c, evs, err)
+		}
+		return FoldAccountFrom(a, evs)
+	}
+	a = step(a, Credit{Account: acct, CreditID: "dep", Amount: usdt("100000"), At: t0})
+	for i := range 2000 {
+		a = step(a, Reserve{Account: acct, WithdrawalID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Amount: usdt("1"), At: at(1)})
+	}
+	first := "00000000-0000-4000-8000-000000000000"
+	x := step(a, Reserve{Account: acct, WithdrawalID: wd1, Amount: usdt("1"), At: at(2)})
+	y := step(a, Settle{Account: acct, WithdrawalID: first, At: at(2)})
+	if _, ok := a.Reservation(wd1); ok || a.reservations.len() != 2000 {
+		t.Fatal("the base state changed")
+	}
+	if _, ok := a.Reservation(first); !ok {
+		t.Fatal("the base state lost a reservation")
+	}
+	if _, ok := y.Reservation(wd1); ok || y.reservations.len() != 1999 {
+		t.Fatal("a sibling fold saw the other's reservation")
+	}
+	if _, ok := x.Reservation(first); !ok || x.reservations.len() != 2001 {
+		t.Fatal("a sibling fold saw the other's settlement")
+	}
+	if n := bits.OnesCount64(x.reservations.mine); n != 1 {
+		t.Fatalf("one reservation made, %d shards copied", n)
+	}
+	if err := x.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,7 +47,7 @@ func (a Account) MarshalSnapshot() ([]byte, error) {
 	return json.Marshal(accountSnapshot{
 		ID: a.ID, Version: a.Version,
 		Credited: a.credited, Available: a.available, Reserved: a.reserved, Settled: a.settled,
-		Credits: a.credits, Pending: a.pending, ApprovedBy: a.approvedBy, Reservations: a.reservations, Daily: a.daily,
+		Credits: a.credits, Pending: a.pending, ApprovedBy: a.approvedBy, Reservations: a.reservations.asMap(), Daily: a.daily,
 		Recent: a.recent, Forgotten: a.forgotten, ForgottenUnknown: a.forgottenUnknown,
 	})
 }
@@ -71,7 +71,7 @@ func UnmarshalAccountSnapshot(data []byte) (Account, error) {
 	a := Account{
 		ID: s.ID, Version: s.Version,
 		credited: s.Credited, available: s.Available, reserved: s.Reserved, settled: s.Settled,
-		credits: s.Credits, pending: s.Pending, approvedBy: s.ApprovedBy, reservations: s.Reservations, daily: s.Daily,
+		credits: s.Credits, pending: s.Pending, approvedBy: s.ApprovedBy, reservations: reservationsFrom(s.Reservations), daily: s.Daily,
 		recent: s.Recent, forgotten: s.Forgotten, forgottenUnknown: s.ForgottenUnknown, compact: true,
 	}.owned()
 	if a.ID != "" {
@@ -79,7 +79,7 @@ func UnmarshalAccountSnapshot(data []byte) (Account, error) {
 			return Account{}, fmt.Errorf("account snapshot: %w", err)
 		}
 	}
-	for id, r := range a.reservations {
+	for id, r := range s.Reservations {
 		if r.Status != ReservationHeld || r.WithdrawalID != id {
 			return Account{}, fmt.Errorf("account snapshot: reservation %s is %s", id, r.Status)
 		}
