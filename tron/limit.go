@@ -2,6 +2,7 @@ package tron
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -117,4 +118,33 @@ func (l *Limited) SolidBlockByNum(ctx context.Context, num int64) (Block, error)
 
 func (l *Limited) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
 	return limit(l, ctx, func() ([]TxInfo, error) { return l.node.SolidTxInfosByBlockNum(ctx, num) })
+}
+
+// Genesis and SolidBlockTransfers pass the chain reads (the audit's) on
+// under the same budget when the wrapped node is a ChainReader; otherwise
+// they answer ErrNotSupported without spending it.
+var _ ChainReader = (*Limited)(nil)
+
+func (l *Limited) chain() (ChainReader, error) {
+	c, ok := l.node.(ChainReader)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T is not a ChainReader", ErrNotSupported, l.node)
+	}
+	return c, nil
+}
+
+func (l *Limited) Genesis(ctx context.Context) (BlockHeader, error) {
+	c, err := l.chain()
+	if err != nil {
+		return BlockHeader{}, err
+	}
+	return limit(l, ctx, func() (BlockHeader, error) { return c.Genesis(ctx) })
+}
+
+func (l *Limited) SolidBlockTransfers(ctx context.Context, num int64) ([]ChainTransfer, error) {
+	c, err := l.chain()
+	if err != nil {
+		return nil, err
+	}
+	return limit(l, ctx, func() ([]ChainTransfer, error) { return c.SolidBlockTransfers(ctx, num) })
 }

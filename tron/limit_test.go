@@ -68,3 +68,35 @@ func TestLimitedSpacesCallsToItsRateAfterABurstOfOneSecond(t *testing.T) {
 		t.Fatalf("after a quiet spell: %v", err)
 	}
 }
+
+// The chain reads go through the same budget when the node has them, and
+// are refused without spending it when it has not.
+func TestLimitedPassesChainReadsUnderItsBudget(t *testing.T) {
+	sim := NewSimNode(SimConfig{})
+	sim.Advance(5)
+	l := NewLimited(sim, 0, 1)
+	g, err := l.Genesis(context.Background())
+	if want, _ := sim.Genesis(context.Background()); err != nil || g != want {
+		t.Fatalf("genesis %v %v, want %v", g, err, want)
+	}
+	if _, err := l.SolidBlockTransfers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// The only slot is taken: a chain read waits for it, and gives up
+	// with its context.
+	l.sem <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.SolidBlockTransfers(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("over budget: %v", err)
+	}
+	<-l.sem
+
+	bare := NewLimited(&blockingNode{}, 0, 1)
+	if _, err := bare.Genesis(context.Background()); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("a node without chain reads: %v", err)
+	}
+	if len(bare.sem) != 0 {
+		t.Fatal("an unsupported call took a slot")
+	}
+}

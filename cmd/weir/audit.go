@@ -33,6 +33,10 @@ func init() {
 
 const defaultAuditNode = "http://127.0.0.1:8090"
 
+// defaultMaxChainBlocks bounds the chain side by default: about a week of
+// mainnet blocks (3 s each), an hour or so of calls against a hosted node.
+const defaultMaxChainBlocks = 200_000
+
 // openStoreForAudit adopts the existing event stream without changing it:
 // the store is opened with the stream's own storage, replicas and dedup
 // window, so eventstore.Open finds nothing to update (it would otherwise
@@ -101,6 +105,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fromBlock := fs.Int64("from-block", 0, "chain side (--all): first solid block to scan (0: the first block the log names)")
 	toBlock := fs.Int64("to-block", 0, "chain side (--all): last solid block to scan (0: the node's solid head)")
 	requireChain := fs.Bool("require-chain", false, `exit 3 ("chain unavailable") when a chain check could not run — no node, an unreachable one, unanswered lookups, a chain side that did not read its whole range — instead of 0 with a note`)
+	maxBlocks := fs.Int64("max-chain-blocks", defaultMaxChainBlocks, "chain side: the most blocks it reads (one call each); a longer range is not scanned, with a note (0: no bound)")
+	nodeRPS := fs.Float64("node-rps", 0, "node calls started per second (0: no limit; a hosted endpoint such as TronGrid wants one)")
 	hotWallets := fs.String("hot-wallet", "", "chain side: more hot-wallet addresses to list transfers of, comma-separated (the log's configuration names the others)")
 	grace := fs.Duration("settle-grace", audit.DefaultSettleGrace, "how long an ended withdrawal's account may lag before that is a violation")
 	fs.DurationVar(&o.timeout, "timeout", defaultClientTimeout, "NATS connect timeout")
@@ -117,7 +123,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
-	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace, FromBlock: *fromBlock, ToBlock: *toBlock}
+	opts := audit.Options{NodeURL: *node, NodeTimeout: *nodeTimeout, SettleGrace: *grace, FromBlock: *fromBlock, ToBlock: *toBlock, MaxBlocks: *maxBlocks}
 	if *expectGenesis != "" {
 		if opts.ExpectGenesis, err = audit.ParseGenesis(*expectGenesis); err != nil {
 			fmt.Fprintf(stderr, "weir audit: --expect-genesis: %v\n", err)
@@ -126,6 +132,10 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *requireChain && *node == "" {
 		fmt.Fprintln(stderr, `weir audit: --require-chain needs a --tron-node (--tron-node "" skips the chain)`)
+		return errUsage
+	}
+	if *maxBlocks < 0 || *nodeRPS < 0 {
+		fmt.Fprintln(stderr, "weir audit: --max-chain-blocks and --node-rps cannot be negative")
 		return errUsage
 	}
 	if *fromBlock < 0 || *toBlock < 0 || (*toBlock > 0 && *fromBlock > *toBlock) {
@@ -183,7 +193,11 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return couldNotRun(err)
 	}
 	if *node != "" {
-		opts.Node = tronhttp.New(tronhttp.Config{URL: *node, SolidityURL: *solidityNode, APIKey: *apiKey})
+		var n tron.Node = tronhttp.New(tronhttp.Config{URL: *node, SolidityURL: *solidityNode, APIKey: *apiKey})
+		if *nodeRPS > 0 {
+			n = tron.NewLimited(n, *nodeRPS, 0)
+		}
+		opts.Node = n
 	}
 	if !*asJSON {
 		opts.Progress = newProgress(stderr)

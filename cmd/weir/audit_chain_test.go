@@ -117,6 +117,7 @@ func TestAuditRefusesABadChainRange(t *testing.T) {
 		{"--from-block", "-1"},
 		{"--expect-genesis", "00ff"},
 		{"--hot-wallet", "not-an-address"},
+		{"--max-chain-blocks", "-1"},
 	} {
 		code, out, errOut := runWeir(t, append([]string{"audit", "--all", "--nats-url", "nats://127.0.0.1:1"}, args...)...)
 		wantCode(t, code, 2, out, errOut)
@@ -154,6 +155,14 @@ func TestAuditRequireChainExitsThreeWhenTheChainCannotBeChecked(t *testing.T) {
 	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", srv.URL, "--require-chain", "--from-block", "1", "--hot-wallet", cliTestAddr)
 	wantCode(t, code, 0, out, errOut)
 	wantContains(t, "full scan", out, "chain side: blocks 1..", "0 USDT transfer(s)")
+	// Through a rate limit (what a hosted node wants): the same scan.
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", srv.URL, "--require-chain", "--from-block", "1", "--hot-wallet", cliTestAddr, "--node-rps", "5000")
+	wantCode(t, code, 0, out, errOut)
+	wantContains(t, "limited scan", out, "chain side: blocks 1..", "0 USDT transfer(s)")
+	// A range longer than --max-chain-blocks is not scanned, and says so.
+	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", srv.URL, "--require-chain", "--from-block", "1", "--hot-wallet", cliTestAddr, "--max-chain-blocks", "5")
+	wantCode(t, code, 3, out, errOut)
+	wantContains(t, "bounded", errOut, "blocks, more than the 5 allowed (--max-chain-blocks): chain side not checked")
 
 	code, out, errOut = s.weir(t, "audit", "--all", "--tron-node", "", "--require-chain")
 	wantCode(t, code, 2, out, errOut)

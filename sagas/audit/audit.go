@@ -45,6 +45,9 @@ type Options struct {
 	// FromBlock..ToBlock is the chain side's range of solid blocks (All
 	// only). 0: from the first block the log names, to the solid head.
 	FromBlock, ToBlock int64
+	// MaxBlocks bounds the chain side's range (0: no bound): a longer one
+	// is not scanned, with a note naming the flags to narrow or raise it.
+	MaxBlocks int64
 	// HotWallets are addresses whose transfers the chain side lists besides
 	// the hot wallets the log names (a wallet retired before the log
 	// recorded its configuration).

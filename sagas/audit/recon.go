@@ -175,6 +175,12 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 		sum.ChainSideNote = fmt.Sprintf("block range %d..%d is empty (the node's solid head is %d): chain side not checked", from, to, solid)
 		return
 	}
+	if opts.MaxBlocks > 0 && to-from+1 > opts.MaxBlocks {
+		sum.ChainSideNote = fmt.Sprintf("block range %d..%d is %d blocks, more than the %d allowed (--max-chain-blocks): chain side not checked (narrow it with --from-block/--to-block, or raise the bound)",
+			from, to, to-from+1, opts.MaxBlocks)
+		a.add(Finding{Severity: Note, Check: "chain_side", What: sum.ChainSideNote})
+		return
+	}
 	isHot := map[tron.Address]bool{}
 	for _, h := range hot {
 		isHot[h] = true
