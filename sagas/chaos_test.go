@@ -190,8 +190,11 @@ type chaosWorld struct {
 	freezes         int
 	// restartArmed: the next crash point passed shuts the server down.
 	restartArmed atomic.Bool
-	// gate is every worker's send gate (nil: none).
-	gate sagas.SendGate
+	// gateFor is the send gate of the worker called name (nil: none).
+	gateFor func(name string) sagas.SendGate
+	// receiptRebuilds counts, after verify, the rebuilds after a failed
+	// receipt.
+	receiptRebuilds int
 	// maxAttempts is the workers' MaxAttempts (0: 3).
 	maxAttempts int
 }
@@ -313,6 +316,14 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 	cw.requireChaos()
 }
 
+// gate is the send gate of the worker called name, if any.
+func (cw *chaosWorld) gate(name string) sagas.SendGate {
+	if cw.gateFor == nil {
+		return nil
+	}
+	return cw.gateFor(name)
+}
+
 // newChaosWorld is a world on a simulated chain (seeded faults at these
 // rates) that accepts the signatures of an HMAC signer keyed by key; the
 // log's last lines are printed when the test fails (all of them with
@@ -398,7 +409,7 @@ func (cw *chaosWorld) newWorker(name string, gen int) *chaosWorker {
 		Clock: func() time.Time { return cw.clock.Now().Add(skew) },
 		Lease: chaosLease, ExpirationWindow: bcWindow, ExpiryMargin: bcMargin,
 		MaxAttempts: cmp.Or(cw.maxAttempts, 3), NodeTimeout: 5 * time.Second, Logger: slog.New(cw.logs),
-		Crash: cw.crashHook, Gate: cw.gate,
+		Crash: cw.crashHook, Gate: cw.gate(name),
 	})
 	if err != nil {
 		cw.t.Fatal(err)
@@ -695,7 +706,11 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		received          = map[string]aggregate.Amount{}
 		states            = map[string]int{}
 		rebuilds          int
+		receiptRebuilds   int
 		invalidated       int
+		// failedRetired are txids retired after a failed receipt: on
+		// chain, failed.
+		failedRetired = map[string]bool{}
 	)
 	for _, p := range plans {
 		recs, err := repo.WithdrawalRecords(ctx, p.id)
@@ -742,11 +757,25 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 				signed = true
 			case aggregate.Rebuilt:
 				rebuilds++
-				if err := sagas.VerifyExpiryProof(ctx, patient{cw.sim}, env, ev.Evidence); err != nil || ev.Evidence.Margin != bcMargin.Milliseconds() {
-					t.Fatalf("%s: rebuild evidence %+v: %v", p.id, ev.Evidence, err)
-				}
-				if _, landed := cw.sim.TransferByTxID(bcTxID(t, ev.RetiredTxID)); landed {
-					t.Fatalf("%s: retired txid %s is on chain", p.id, ev.RetiredTxID)
+				landed, onChain := cw.sim.TransferByTxID(bcTxID(t, ev.RetiredTxID))
+				if ev.Receipt != nil {
+					// A failed receipt rebuilt (the wallet could not pay it):
+					// on chain, failed, as recorded.
+					receiptRebuilds++
+					if err := sagas.VerifyReceipt(ctx, patient{cw.sim}, env, *ev.Receipt); err != nil {
+						t.Fatalf("%s: rebuild receipt %+v: %v", p.id, ev.Receipt, err)
+					}
+					if !onChain || landed.Receipt == tron.ReceiptSuccess {
+						t.Fatalf("%s: retired txid %s: on chain %v, %+v", p.id, ev.RetiredTxID, onChain, landed)
+					}
+					failedRetired[ev.RetiredTxID] = true
+				} else {
+					if err := sagas.VerifyExpiryProof(ctx, patient{cw.sim}, env, ev.Evidence); err != nil || ev.Evidence.Margin != bcMargin.Milliseconds() {
+						t.Fatalf("%s: rebuild evidence %+v: %v", p.id, ev.Evidence, err)
+					}
+					if onChain {
+						t.Fatalf("%s: retired txid %s is on chain", p.id, ev.RetiredTxID)
+					}
 				}
 				env, signed = ev.Envelope, false
 			case aggregate.Failed:
@@ -789,7 +818,11 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 		included[id] = append(included[id], tx)
 	}
 	for id, w := range ws {
-		txs := included[id]
+		// A transaction retired after its failed receipt stays on chain
+		// (failed); besides those, at most one per withdrawal.
+		txs := slices.DeleteFunc(included[id], func(tx tron.Transfer) bool {
+			return failedRetired[tron.HexID(tx.TxID)] && tx.Receipt != tron.ReceiptSuccess
+		})
 		if len(txs) > 1 {
 			t.Fatalf("%s: %d transactions included", id, len(txs))
 		}
@@ -861,8 +894,9 @@ func (cw *chaosWorld) verify(plans []*chaosPlan, credited map[string]aggregate.A
 	if errs := cw.logs.Errors(); len(errs) > 0 {
 		t.Fatalf("the saga logged %d errors, first: %s", len(errs), errs[0])
 	}
-	t.Logf("outcomes %v; %d rebuilds; %d approvals invalidated by the policy change; %d times a worker was fenced off a withdrawal; %d transient errors retried; chain %+v",
-		states, rebuilds, invalidated, cw.logs.Count("lost withdrawal"), cw.logs.Count("will retry"), cw.sim.Ledger())
+	cw.receiptRebuilds = receiptRebuilds
+	t.Logf("outcomes %v; %d rebuilds (%d after a failed receipt); %d approvals invalidated by the policy change; %d times a worker was fenced off a withdrawal; %d transient errors retried; chain %+v",
+		states, rebuilds, receiptRebuilds, invalidated, cw.logs.Count("lost withdrawal"), cw.logs.Count("will retry"), cw.sim.Ledger())
 }
 
 // requireChaos fails a run that was too calm to prove anything: no
