@@ -221,7 +221,7 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &reqInfo{id: nuid.Next()}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &StatusWriter{ResponseWriter: w}
 	sw.Header().Set(HeaderRequestID, info.id)
 	a.metrics.inFlight.WithLabelValues("http").Inc()
 	func() {
@@ -231,7 +231,7 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					panic(v)
 				}
 				info.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-				if sw.status == 0 {
+				if !sw.Wrote() {
 					writeJSON(sw, http.StatusInternalServerError, ErrorBody{ErrorDetail{Code: CodeInternal, Message: "internal error (request " + info.id + ")"}})
 				}
 			}
@@ -240,10 +240,7 @@ func (a *httpAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	a.metrics.inFlight.WithLabelValues("http").Dec()
 	d := time.Since(start)
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := sw.Status()
 	route := r.Pattern
 	if route == "" || route == "/" {
 		route = "unmatched"
@@ -421,28 +418,44 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// statusWriter remembers the status for the log and the metrics.
-type statusWriter struct {
+// StatusWriter remembers the status a handler wrote, for the log and the
+// metrics: the API's and the web console's (cmd/weir/console).
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-func (s *statusWriter) WriteHeader(code int) {
+// WriteHeader records the first status written and passes it on.
+func (s *StatusWriter) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusWriter) Write(b []byte) (int, error) {
+// Write records 200 when no status was written before (as net/http sends).
+func (s *StatusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
 	return s.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the real writer (flush etc.).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+// Wrote reports whether anything (a status or a body) was written.
+func (s *StatusWriter) Wrote() bool { return s.status != 0 }
+
+// Status is the status sent: the one written, else 200 (net/http's when a
+// handler writes nothing).
+func (s *StatusWriter) Status() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// Unwrap lets http.ResponseController reach the real writer (flush,
+// deadlines).
+func (s *StatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // logLevel: 500 is an error, 503 (store unavailable, contention) a warning,
 // anything else information.

@@ -166,17 +166,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	info := &reqInfo{}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &api.StatusWriter{ResponseWriter: w}
 	c.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 	level := slog.LevelInfo
 	if r.Method == http.MethodGet {
 		level = slog.LevelDebug
 	}
-	if sw.status >= 500 {
+	if sw.Status() >= 500 {
 		level = slog.LevelError
 	}
 	attrs := []slog.Attr{
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", sw.code()),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", sw.Status()),
 		slog.String("principal", info.principal), slog.Duration("duration", time.Since(start)),
 	}
 	if info.err != nil {
@@ -198,36 +198,6 @@ func infoOf(r *http.Request) *reqInfo {
 	}
 	return &reqInfo{}
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) code() int {
-	if s.status == 0 {
-		return http.StatusOK
-	}
-	return s.status
-}
-
-// Unwrap lets http.ResponseController reach the real writer (flush,
-// deadlines).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // slots bounds something held at once.
 type slots chan struct{}
