@@ -25,6 +25,8 @@ func (c *Console) funcs() template.FuncMap {
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
 		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		// ms is a chain time (milliseconds since the epoch) in UTC.
+		"ms": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC") },
 		"age": func(now, t time.Time) string {
 			if t.IsZero() {
 				return ""
