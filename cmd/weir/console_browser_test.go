@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/weir-payouts/weir/cmd/weir/console"
+	"github.com/weir-payouts/weir/tron"
 )
+
+// tourPolicy is the policy the tour's policy page shows: the default
+// amount rules plus an allow-list and velocity tiers.
+const tourPolicy = `{"name":"payees and pace",
+ "rules":[{"name":"single","threshold":"0","approvers":1},{"name":"four-eyes","threshold":"1000","approvers":2}],
+ "destinations":[
+   {"name":"payroll-payees","accounts":["payroll-*"],"allow":["TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy"],"unlisted":"refuse"},
+   {"name":"dev-payees","accounts":["dev"],"allow":["TPL66VK2gCXNCD7EJg9pgJRfqcRazjhUZY","TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy"],"unlisted":"extra_approvers","extra_approvers":1}],
+ "velocity":[
+   {"name":"busy day","above":"10000","extra_approvers":1},
+   {"name":"very busy day","accounts":["dev"],"above":"50000","extra_approvers":2}]}`
 
 // chromiumPath finds a Chromium or Chrome: $WEIR_CHROMIUM, else the usual
 // names on PATH.
@@ -244,6 +257,10 @@ func TestConsoleInChromium(t *testing.T) {
 	var approvedID string
 	t.Run("approve: a second approver completes four eyes", func(t *testing.T) {
 		approvedID = request("2500")
+		// Its first transaction runs out of energy on chain (the first
+		// broadcast of this run): a failed receipt, then a rebuilt payout —
+		// both shown on its page (see "receipts").
+		eng.sim.Script(tron.ChannelBroadcast, tron.FaultOutOfEnergy)
 		for i, tok := range []string{bob, carol} {
 			ctx := as(t, tok)
 			btn := fmt.Sprintf(`#w-%s form[action$="/approve"] button`, approvedID)
@@ -279,6 +296,30 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		if !found {
 			t.Fatalf("no withdrawal.approved event: %v", evs)
+		}
+	})
+
+	t.Run("receipts: a failed one and the payout, with their fees", func(t *testing.T) {
+		if approvedID == "" || aliceCtx == nil {
+			t.Skip("needs the approved withdrawal")
+		}
+		w := api.waitForState(approvedID, alice, "confirmed", 10*time.Second)
+		do(t, aliceCtx, "withdrawal page", chromedp.Navigate(base+"/console/withdrawals/"+approvedID), chromedp.WaitVisible(chromedp.ID("receipts")))
+		rows, err := chromedp.Run(aliceCtx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#receipts tbody tr")).map(function (r) { return r.className + "|" + r.innerText; })`))
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("receipt rows %q (%v), want the failed one and the payout", rows, err)
+		}
+		receipts := w["receipts"].([]any)
+		for i, want := range []string{"OUT_OF_ENERGY", "SUCCESS"} {
+			r := receipts[i].(map[string]any)
+			fee, _ := r["fee_trx"].(string)
+			if r["result"] != want || fee == "" || !strings.Contains(rows[i], want) || !strings.Contains(rows[i], fee+" TRX") ||
+				!strings.Contains(rows[i], fmt.Sprint(r["block_number"])) || strings.HasPrefix(rows[i], "warn|") != (want != "SUCCESS") {
+				t.Fatalf("receipt %d: row %q, API %v", i, rows[i], r)
+			}
+		}
+		if fee := text(t, aliceCtx, "#fee-burned"); fee != w["fee_burned_trx"].(string)+" TRX" {
+			t.Fatalf("fees burnt %q, API %v", fee, w["fee_burned_trx"])
 		}
 	})
 
@@ -394,19 +435,38 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Fatalf("approve: %v", ok)
 		}
 		api.waitForState(settled, alice, "confirmed", 10*time.Second)
+		// A payout held in flight: the node says SUCCESS to every send of
+		// it but its pool drops the transaction (nothing else is sent from
+		// here on), so it stays broadcasting with its worker's lease until
+		// the test ends.
+		eng.sim.Script(tron.ChannelBroadcast, slices.Repeat([]tron.Fault{tron.FaultDropAfterAccept}, 1000)...)
+		held := request("640")
+		if _, _, ok := api.do("POST", "/v1/withdrawals/"+held+"/approve", bob, ""); ok["state"] == nil {
+			t.Fatalf("approve: %v", ok)
+		}
+		api.waitForState(held, alice, "broadcasting", 10*time.Second)
+		// The policy in force gets destination rules and velocity tiers.
+		if code, _, b := api.do("PUT", "/v1/policy", olivia, tourPolicy); code != http.StatusOK {
+			t.Fatalf("policy: %d %v", code, b)
+		}
 		ctx := as(t, olivia)
 		pages := []struct{ name, path, wait string }{
 			{"03-withdrawal", "/console/withdrawals/" + approvedID, "#timeline"},
 			{"04-withdrawals", "/console/withdrawals", "table"},
-			{"05-in-flight", "/console/in-flight", "h1"},
+			{"05-in-flight", "/console/in-flight", "#inflight"},
 			{"06-account", "/console/accounts/dev", "#statement"},
-			{"07-policy", "/console/policy", "h1"},
+			{"07-policy", "/console/policy", "table.velocity"},
 			{"08-wallet", "/console/wallet", ".facts"},
 			{"09-webhooks", "/console/webhooks", "#webhooks"},
 		}
 		for _, p := range pages {
 			do(t, ctx, p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 			shot(t, ctx, p.name)
+			if p.name == "05-in-flight" {
+				if row := text(t, ctx, "#inflight tbody tr"); !strings.Contains(row, "640") || !strings.Contains(row, "broadcasting") || !strings.Contains(row, "until") {
+					t.Fatalf("in-flight row %q: want the held payout with its lease", row)
+				}
+			}
 		}
 		do(t, ctx, "deliveries", chromedp.Navigate(base+"/console/webhooks"), chromedp.Click(chromedp.CSS(`#webhooks a[href^="/console/webhooks/"]`)),
 			chromedp.WaitVisible(chromedp.CSS("h1")))
