@@ -229,3 +229,41 @@ func TestFoldsShareReservationsCopyOnWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Over days, two parts of the state follow the calendar rather than open
+// work: the velocity window keeps the reservations of the last
+// VelocityWindow (and slack), however long the history before it, and the
+// daily totals keep one entry per UTC day that had a reservation (a few
+// kilobytes a year; a day is not forgotten, so a writer's clock that lags
+// by days still checks the limit against that day's true total).
+func TestCompactAccountVelocityWindowIsBoundedByTime(t *testing.T) {
+	a := FoldAccountFrom(Account{}, nil)
+	step := func(c AccountCommand) {
+		evs, err := DecideAccount(a, c)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%T: %v %v", c, evs, err)
+		}
+		a = FoldAccountFrom(a, evs)
+	}
+	step(Credit{Account: acct, CreditID: "dep", Amount: usdt("1000000"), At: t0})
+	// Each cycle is a reservation and its settlement, two hours apart.
+	cycles := func(n int) int {
+		for range n {
+			wid := fmt.Sprintf("%08x-0000-4000-8000-000000000001", a.Version)
+			when := t0.Add(time.Duration(a.Version) * time.Hour)
+			step(Reserve{Account: acct, WithdrawalID: wid, Amount: usdt("1"), At: when, RequestedAt: when})
+			step(Settle{Account: acct, WithdrawalID: wid, At: when})
+		}
+		if days := int(t0.Add(time.Duration(a.Version)*time.Hour).Sub(t0)/(24*time.Hour)) + 1; len(a.daily) > days+1 {
+			t.Fatalf("%d daily entries over %d days", len(a.daily), days)
+		}
+		return len(a.recent) + stateSize(a) - len(a.daily)
+	}
+	after100, after1000 := cycles(100), cycles(900)
+	if after100 != after1000 {
+		t.Fatalf("state entries (but the days) after 100 and 1000 two-hourly cycles: %d and %d", after100, after1000)
+	}
+	if max := int((VelocityWindow+velocityKeepSlack)/(2*time.Hour)) + 2; len(a.recent) > max {
+		t.Fatalf("the velocity window keeps %d reservations, at most %d expected", len(a.recent), max)
+	}
+}
