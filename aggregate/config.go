@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"cmp"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
@@ -81,13 +82,20 @@ type Config struct {
 	DailyLimit        Amount            `json:"daily_limit"`
 	CreditReviewAbove Amount            `json:"credit_review_above"`
 	PolicyQuorum      int               `json:"policy_quorum"`
+	// ChainGenesis is the id of block 0 of the chain weir pays on (64 hex
+	// digits, lower case), read from the node when `weir serve` starts.
+	// A start against a node of another chain is refused, and the audit
+	// checks its node against it. Empty: unknown (a configuration recorded
+	// before weir recorded it, or published by a process that did not
+	// read it).
+	ChainGenesis string `json:"chain_genesis,omitempty"`
 }
 
 // Normalized returns c in canonical order (principals by name, their roles
 // and accounts sorted, wallets and custody sorted), so that two snapshots
 // saying the same compare equal.
 func (c Config) Normalized() Config {
-	out := Config{DailyLimit: c.DailyLimit, CreditReviewAbove: c.CreditReviewAbove, PolicyQuorum: c.PolicyQuorum}
+	out := Config{DailyLimit: c.DailyLimit, CreditReviewAbove: c.CreditReviewAbove, PolicyQuorum: c.PolicyQuorum, ChainGenesis: strings.ToLower(c.ChainGenesis)}
 	for _, p := range c.Principals {
 		q := ConfigPrincipal{Name: p.Name, Roles: slices.Clone(p.Roles), Accounts: slices.Clone(p.Accounts)}
 		slices.Sort(q.Roles)
@@ -175,6 +183,9 @@ func (c Config) Diff(o Config) []string {
 	if a.PolicyQuorum != b.PolicyQuorum {
 		out = append(out, fmt.Sprintf("policy_quorum: %d → %d", a.PolicyQuorum, b.PolicyQuorum))
 	}
+	if a.ChainGenesis != b.ChainGenesis {
+		out = append(out, fmt.Sprintf("chain_genesis: %s → %s", cmp.Or(a.ChainGenesis, "unknown"), cmp.Or(b.ChainGenesis, "unknown")))
+	}
 	return out
 }
 
@@ -217,6 +228,11 @@ func (c Config) Validate() error {
 	}
 	if c.PolicyQuorum < 1 {
 		return newError(CodeInvalidCommand, "policy_quorum", "at least 1")
+	}
+	if c.ChainGenesis != "" {
+		if b, err := hex.DecodeString(c.ChainGenesis); err != nil || len(b) != 32 {
+			return newError(CodeInvalidCommand, "chain_genesis", "%q is not a block id (64 hex digits)", c.ChainGenesis)
+		}
 	}
 	return nil
 }

@@ -73,8 +73,31 @@ type ConfigPublish struct {
 	// configuration is in force (serve --publish-config, dev mode). An
 	// empty log is always published to.
 	Replace bool
-	At      time.Time
+	// ReplaceChain: publish the files even when they name another chain
+	// (aggregate.Config.ChainGenesis) than the one in force (serve
+	// --publish-config only: dev mode's Replace does not move a log to
+	// another chain).
+	ReplaceChain bool
+	At           time.Time
 }
+
+// ErrChainMismatch is the start-up refusal of a process whose node serves
+// another chain than the one the configuration in force records.
+var ErrChainMismatch = errors.New("chain mismatch")
+
+// ChainMismatchError names both chains by their genesis block ids.
+type ChainMismatchError struct {
+	InForce  aggregate.ConfigState
+	Recorded string // genesis id the log records
+	Node     string // genesis id the node serves
+}
+
+func (e *ChainMismatchError) Error() string {
+	return fmt.Sprintf("%v: the node serves the chain whose genesis block is %s, but configuration v%d in force in the log (published by %s at %s) records the chain whose genesis block is %s",
+		ErrChainMismatch, e.Node, e.InForce.Version, e.InForce.ChangedBy, e.InForce.ChangedAt.Format(time.RFC3339), e.Recorded)
+}
+
+func (e *ChainMismatchError) Unwrap() error { return ErrChainMismatch }
 
 // StartConfig reconciles a process's configuration files with the log: an
 // empty log gets them as version 1; files that say what is in force change
@@ -91,11 +114,28 @@ func (r *Repo) StartConfig(ctx context.Context, files aggregate.Config, p Config
 		return cur, false, err
 	}
 	if cur.Version > 0 {
+		recorded := strings.ToLower(cur.Config.ChainGenesis)
+		if files.ChainGenesis == "" {
+			files.ChainGenesis = recorded // the caller does not know: the log's stands
+		}
+		node := strings.ToLower(files.ChainGenesis)
+		if recorded != "" && node != recorded && !p.ReplaceChain {
+			return cur, false, &ChainMismatchError{InForce: cur, Recorded: recorded, Node: node}
+		}
 		diff := cur.Config.Diff(files)
 		if len(diff) == 0 {
 			return cur, false, nil
 		}
-		if !p.Replace {
+		// A log that does not know its chain yet (recorded before weir
+		// recorded it) learns it without --publish-config: recording
+		// which chain the process found is no operator's choice.
+		unknownChainOnly := false
+		if recorded == "" {
+			same := files
+			same.ChainGenesis = ""
+			unknownChainOnly = len(cur.Config.Diff(same)) == 0
+		}
+		if !p.Replace && !unknownChainOnly {
 			return cur, false, &ConfigDriftError{InForce: cur, Diff: diff}
 		}
 	}

@@ -78,7 +78,8 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"block recorded, no retired txid is, and every proof of death or failure holds on the\n"+
 			"solid blocks it cites. ID prints the withdrawal's timeline; --all checks everything.\n"+
 			"The node must serve the chain the log was written on: the blocks the log's envelopes were\n"+
-			"built on carry the ids the log recorded, and block 0 is --expect-genesis when given; another\n"+
+			"built on carry the ids the log recorded, and block 0 is --expect-genesis when given, else the\n"+
+			"genesis block the log's configuration records (weir serve records its node's); another\n"+
 			"chain is a violation and nothing else is asked of it. With --all, the chain side: every\n"+
 			"successful USDT transfer out of a hot wallet (every one the log's configuration named, and\n"+
 			"--hot-wallet) in solid blocks --from-block..--to-block (default: the first block the log\n"+
@@ -101,7 +102,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	solidityNode := fs.String("tron-solidity-node", "", "endpoint serving /walletsolidity/* (default: the --tron-node URL)")
 	apiKey := fs.String("tron-api-key", "", "API key sent to the node as TRON-PRO-API-KEY (TronGrid); never printed")
 	nodeTimeout := fs.Duration("node-timeout", 5*time.Second, "timeout of each node call")
-	expectGenesis := fs.String("expect-genesis", "", `id of the chain's block 0 the node must serve (64 hex digits, or "mainnet"); "" checks the chain by the blocks the log's envelopes were built on only`)
+	expectGenesis := fs.String("expect-genesis", "", `id of the chain's block 0 the node must serve (64 hex digits, or "mainnet"); overrides the genesis the log's configuration records; "": that one, and the blocks the log's envelopes were built on`)
 	fromBlock := fs.Int64("from-block", 0, "chain side (--all): first solid block to scan (0: the first block the log names)")
 	toBlock := fs.Int64("to-block", 0, "chain side (--all): last solid block to scan (0: the node's solid head)")
 	requireChain := fs.Bool("require-chain", false, `exit 3 ("chain unavailable") when a chain check could not run — no node, an unreachable one, unanswered lookups, a chain side that did not read its whole range — instead of 0 with a note`)
@@ -285,14 +286,19 @@ func printAuditReport(out io.Writer, r *audit.Report) {
 // found.
 func printChainSide(out io.Writer, c audit.ChainSummary) {
 	if c.Genesis != "" || c.Identity != "" {
-		how := map[string]string{
-			"genesis":            "block 0 is the expected genesis",
-			"log blocks":         "the blocks the log's envelopes were built on match",
-			"genesis+log blocks": "block 0 is the expected genesis and the blocks the log's envelopes were built on match",
-			"unchecked":          "unchecked: the log names no block on it and no --expect-genesis was given",
-			"mismatch":           "ANOTHER CHAIN",
-			"unknown":            "unknown: the node did not tell its genesis",
-		}[c.Identity]
+		words := map[string]string{
+			"genesis":     "block 0 is the expected genesis",
+			"log genesis": "block 0 is the genesis the log's configuration records",
+			"log blocks":  "the blocks the log's envelopes were built on match",
+			"unchecked":   "unchecked: the log names no chain or block on it and no --expect-genesis was given",
+			"mismatch":    "ANOTHER CHAIN",
+			"unknown":     "unknown: the node did not tell its genesis",
+		}
+		var parts []string
+		for _, p := range strings.Split(c.Identity, "+") {
+			parts = append(parts, cmp.Or(words[p], p))
+		}
+		how := strings.Join(parts, " and ")
 		fmt.Fprintf(out, "chain identity: genesis %s: %s\n", cmp.Or(c.Genesis, "-"), cmp.Or(how, c.Identity))
 	}
 	if !c.Checked {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,10 +17,11 @@ import (
 
 // fileConfig is the configuration this process's files and flags say:
 // principals (names, roles, scopes — never tokens), the hot wallet, the
-// custody map and the limits. It is compared with, and published as, the
-// configuration in force in the log.
-func fileConfig(ps *api.Principals, hot tron.Address, cust custody, dailyLimit, reviewAbove aggregate.Amount, quorum int) aggregate.Config {
-	c := aggregate.Config{HotWallets: []string{hot.String()}, DailyLimit: dailyLimit, CreditReviewAbove: reviewAbove, PolicyQuorum: quorum}
+// custody map and the limits — and the chain its node serves (genesis, ""
+// when unknown). It is compared with, and published as, the configuration
+// in force in the log.
+func fileConfig(ps *api.Principals, hot tron.Address, cust custody, dailyLimit, reviewAbove aggregate.Amount, quorum int, genesis string) aggregate.Config {
+	c := aggregate.Config{HotWallets: []string{hot.String()}, DailyLimit: dailyLimit, CreditReviewAbove: reviewAbove, PolicyQuorum: quorum, ChainGenesis: genesis}
 	for _, p := range ps.All() {
 		cp := aggregate.ConfigPrincipal{Name: p.Name, Accounts: p.Accounts}
 		for _, r := range p.Roles {
@@ -48,17 +51,21 @@ func (e *engine) startConfig(ctx context.Context, cfg serveConfig, files aggrega
 		cur       aggregate.ConfigState
 		published bool
 	)
-	pub := sagas.ConfigPublish{By: aggregate.SystemActor, Process: processName(cfg), Replace: cfg.PublishConfig || devMode}
+	pub := sagas.ConfigPublish{By: aggregate.SystemActor, Process: processName(cfg), Replace: cfg.PublishConfig || devMode, ReplaceChain: cfg.PublishConfig}
 	err := e.up.do(ctx, "configuration", func(ctx context.Context) (err error) {
 		pub.At = time.Now().UTC()
 		cur, published, err = e.repo.StartConfig(ctx, files, pub)
 		return err
 	})
+	var chainErr *sagas.ChainMismatchError
+	if errors.As(err, &chainErr) {
+		return nil, fmt.Errorf("refusing to start: %w: %s serves another chain than the one this log was written on, and a payout engine must not send on it; point --tron-node at a node of the chain whose genesis block is %s, or, only if this log is deliberately moving to the new chain, start with --publish-config to record it", err, nodeName(cfg, e.simPath), chainErr.Recorded)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("refusing to start: %w (start with --publish-config to make this process's files the configuration in force)", err)
 	}
 	if published {
-		log.Info("configuration published", "version", cur.Version, "by", cur.ChangedBy, "principals", len(cur.Config.Principals),
+		log.Info("configuration published", "version", cur.Version, "chain_genesis", cur.Config.ChainGenesis, "by", cur.ChangedBy, "principals", len(cur.Config.Principals),
 			"hot_wallets", cur.Config.HotWallets, "custody", len(cur.Config.Custody), "daily_limit", cur.Config.DailyLimit.String())
 	} else {
 		log.Info("configuration in force", "version", cur.Version, "published_by", cur.ChangedBy, "at", cur.ChangedAt)
@@ -66,4 +73,51 @@ func (e *engine) startConfig(ctx context.Context, cfg serveConfig, files aggrega
 	src := sagas.NewConfigSource(e.repo, cur, log.With("room", "config"))
 	src.SetMaxAge(cfg.configMaxAge)
 	return src, nil
+}
+
+// nodeName says, for an error, which node --tron-node names.
+func nodeName(cfg serveConfig, simPath string) string {
+	switch {
+	case cfg.TronNode != "":
+		return fmt.Sprintf("--tron-node %s", cfg.TronNode)
+	case simPath != "":
+		return fmt.Sprintf("the simulated node (--tron-node empty; its chain is kept in %s: was it deleted or replaced?)", simPath)
+	}
+	return "the simulated node (--tron-node empty; its chain is kept in memory only)"
+}
+
+// genesisTimeout bounds one read of the node's genesis block at start.
+const genesisTimeout = 10 * time.Second
+
+// chainGenesis reads which chain the node serves: its genesis block id. A
+// node that cannot tell is asked again, with a backoff, for --startup-wait;
+// then the start is refused: a payout engine that cannot tell which chain
+// it would send on does not start.
+func (e *engine) chainGenesis(ctx context.Context, cfg serveConfig, log *slog.Logger) (string, error) {
+	cr, ok := e.node.(tron.ChainReader)
+	if !ok {
+		return "", fmt.Errorf("refusing to start: %s cannot tell its genesis block (%T reads no chain)", nodeName(cfg, e.simPath), e.node)
+	}
+	wait := cmp.Or(cfg.StartupWait, defaultStartupWait)
+	deadline := time.Now().Add(wait)
+	backoff := startupFirstPause
+	for attempt := 1; ; attempt++ {
+		gctx, cancel := context.WithTimeout(ctx, genesisTimeout)
+		g, err := cr.Genesis(gctx)
+		cancel()
+		if err == nil {
+			log.Info("chain", "genesis", g.IDHex(), "mainnet", g.IDHex() == tron.MainnetGenesisID, "attempts", attempt)
+			return g.IDHex(), nil
+		}
+		left := time.Until(deadline)
+		if ctx.Err() != nil || left <= 0 {
+			return "", fmt.Errorf("refusing to start: cannot tell which chain %s serves (reading its genesis block, block 0, for %s, --startup-wait): %w", nodeName(cfg, e.simPath), wait, err)
+		}
+		d := min(backoff, left)
+		log.Warn("start-up: waiting for the node to tell its genesis block", "attempt", attempt, "retry_in", d, "err", err)
+		if err := e.up.pause(ctx, d); err != nil {
+			return "", err
+		}
+		backoff = min(2*backoff, startupMaxPause)
+	}
 }

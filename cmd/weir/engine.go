@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -293,43 +294,6 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			e.snapshots.Run(ctx)
 		}()
 	}
-	// The configuration in force is the one in the log: these files become
-	// it on an empty log (or with --publish-config / dev mode) and are
-	// refused when they disagree with it otherwise.
-	conf, err := e.startConfig(ctx, cfg, fileConfig(principals, signer.Address(), cust, dailyLimit, reviewAbove, quorum), devMode, log)
-	if err != nil {
-		return nil, err
-	}
-	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
-	ledger.UseConfig(conf)
-	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
-	e.intake.UseConfig(conf)
-	e.intake.SetDestinationBlocklist(blocklist)
-
-	// The policy in force: --policy becomes the next version when it says
-	// something new; with no flag the stored policy stays, and a fresh store
-	// starts with the default.
-	var current aggregate.Policy
-	if err := e.up.do(ctx, "policy", func(ctx context.Context) (err error) {
-		current, err = e.intake.Policy(ctx)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if policy == nil && current.Version == 0 {
-		p := aggregate.DefaultPolicy()
-		policy = &p
-	}
-	if policy != nil {
-		if err := e.up.do(ctx, "storing policy", func(ctx context.Context) (err error) {
-			current, err = e.intake.SetPolicy(ctx, *policy, "weir-serve")
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("storing policy: %w", err)
-		}
-	}
-	log.Info("policy in force", "name", current.Name, "version", current.Version, "quorum", quorum)
-
 	// The chain: the simulated node (also served over java-tron's HTTP
 	// API) unless --tron-node names a real one.
 	if cfg.TronNode == "" && (cfg.TronSolidityNode != "" || cfg.TronAPIKey != "") {
@@ -352,6 +316,17 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			return nil, err
 		}
 		e.simPath = simChainPath(cfg)
+		if e.simPath != "" {
+			// A new chain kept in --data gets a random seed: it is its own
+			// chain (its block ids, genesis included, derive from the
+			// seed), so a log written on one is never taken for a log of
+			// another (simchain.json deleted); the file keeps the seed,
+			// hence the genesis, across restarts. A chain kept in memory
+			// only (tests, demo, --nats-url) is seed 0's, the one every
+			// such process shares, as processes sharing a log over
+			// --nats-url must.
+			simCfg.Seed = mrand.Int64()
+		}
 		if e.sim, err = openSimChain(e.simPath, simCfg, signer.Address(), func(sim *tron.SimNode) error {
 			return fundSimWallet(sim, signer.Address(), cfg.SimWalletUSDT, cfg.SimWalletTRX)
 		}, log); err != nil {
@@ -393,6 +368,51 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		// process, not its workers.
 		e.node = tron.NewLimited(e.node, cfg.NodeRPS, cfg.NodeConcurrency)
 	}
+
+	// Which chain the node serves (its genesis block id): the configuration
+	// records it, and a start against another chain than the one the log
+	// records is refused.
+	genesis, err := e.chainGenesis(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+
+	// The configuration in force is the one in the log: these files become
+	// it on an empty log (or with --publish-config / dev mode) and are
+	// refused when they disagree with it otherwise.
+	conf, err := e.startConfig(ctx, cfg, fileConfig(principals, signer.Address(), cust, dailyLimit, reviewAbove, quorum, genesis), devMode, log)
+	if err != nil {
+		return nil, err
+	}
+	ledger := sagas.NewLedger(e.repo, dailyLimit, time.Now, log.With("saga", "ledger"))
+	ledger.UseConfig(conf)
+	e.intake = sagas.NewIntake(e.repo, ledger, time.Now)
+	e.intake.UseConfig(conf)
+	e.intake.SetDestinationBlocklist(blocklist)
+
+	// The policy in force: --policy becomes the next version when it says
+	// something new; with no flag the stored policy stays, and a fresh store
+	// starts with the default.
+	var current aggregate.Policy
+	if err := e.up.do(ctx, "policy", func(ctx context.Context) (err error) {
+		current, err = e.intake.Policy(ctx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if policy == nil && current.Version == 0 {
+		p := aggregate.DefaultPolicy()
+		policy = &p
+	}
+	if policy != nil {
+		if err := e.up.do(ctx, "storing policy", func(ctx context.Context) (err error) {
+			current, err = e.intake.SetPolicy(ctx, *policy, "weir-serve")
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("storing policy: %w", err)
+		}
+	}
+	log.Info("policy in force", "name", current.Name, "version", current.Version, "quorum", quorum)
 
 	// Read models and sagas.
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/audit"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -104,21 +105,45 @@ func TestSimChainSurvivesADevRestartSoTheAuditStillFindsThePayment(t *testing.T)
 	if h := eng.sim.CurrentHead(); h.Number < genesis.Number {
 		t.Fatalf("head went back from %d to %d", genesis.Number, h.Number)
 	}
+	// The same chain: the same genesis, which the first start recorded in
+	// the log's configuration and this one found again.
+	cs, err := eng.repo.ConfigLatest(ctx)
+	recorded, recordedVersion := cs.Config.ChainGenesis, cs.Version
+	if err != nil || recorded == "" || recorded != genesisID(t, eng) {
+		t.Fatalf("configuration after a dev restart: %+v %v; node genesis %s", cs, err, genesisID(t, eng))
+	}
 	code, rep := auditAll(t, eng)
-	if code != 0 || !rep.OK || !rep.Chain.Checked || rep.Chain.TxIDs < 1 || rep.Chain.Unavailable != 0 || rep.Chain.LookupErrors != 0 {
+	if code != 0 || !rep.OK || !rep.Chain.Checked || rep.Chain.TxIDs < 1 || rep.Chain.Unavailable != 0 || rep.Chain.LookupErrors != 0 ||
+		rep.Chain.LogGenesis != recorded || !strings.HasPrefix(rep.Chain.Identity, "log genesis") {
 		t.Fatalf("audit after a dev restart: exit %d, ok %v, chain %+v, violations %+v", code, rep.OK, rep.Chain, rep.Violations)
 	}
 	if err := eng.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	// The reset: delete the file, and the chain starts over.
+	// The reset: delete the file, and the chain starts over — a new chain
+	// (its own genesis), which the log does not record: refused, naming
+	// both chains and the flags, until the operator publishes it.
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	eng, err = startEngine(ctx, cfg, log, io.Discard)
+	if err == nil {
+		_ = eng.Close(ctx)
+		t.Fatal("dev mode started on a new simulated chain over a log of another one")
+	}
+	if !errors.Is(err, sagas.ErrChainMismatch) || !strings.Contains(err.Error(), recorded) || !strings.Contains(err.Error(), "--tron-node") ||
+		!strings.Contains(err.Error(), "--publish-config") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("refusal on a new chain: %v", err)
+	}
+	reset := cfg
+	reset.PublishConfig = true
+	eng, err = startEngine(ctx, reset, log, io.Discard)
 	if err != nil {
-		t.Fatalf("start after the reset: %v", err)
+		t.Fatalf("start after the reset with --publish-config: %v", err)
+	}
+	if cs, err := eng.repo.ConfigLatest(ctx); err != nil || cs.Version != recordedVersion+1 || cs.Config.ChainGenesis == recorded || cs.Config.ChainGenesis != genesisID(t, eng) {
+		t.Fatalf("after --publish-config: %+v %v, want v%d recording the new chain (not %s)", cs, err, recordedVersion+1, recorded)
 	}
 	if _, ok := eng.sim.TransferByTxID(txid); ok {
 		t.Fatal("a new chain holds the old txid")
@@ -187,4 +212,14 @@ func TestSimSaverKeepsTheFileUpToDateWhileServing(t *testing.T) {
 	if fi2, err := os.Stat(path); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
 		t.Fatalf("rewritten while nothing changed: %v %v", fi2, err)
 	}
+}
+
+// genesisID is the genesis block id of the chain eng's node serves.
+func genesisID(t *testing.T, eng *engine) string {
+	t.Helper()
+	g, err := eng.node.(tron.ChainReader).Genesis(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.IDHex()
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/weir-payouts/weir/tron/tronhttp"
 )
 
-// fakeNode answers every request with a 500 whose page echoes the API key,
+// fakeNode answers every request with a 500 whose page echoes the API key
+// — except block 0 (mainnet's genesis: serve reads it before it starts) —
 // and reports each request's path and headers.
 func fakeNode(t *testing.T, seen chan<- *http.Request) string {
 	t.Helper()
@@ -27,6 +28,10 @@ func fakeNode(t *testing.T, seen chan<- *http.Request) string {
 		select {
 		case seen <- r.Clone(context.Background()):
 		default:
+		}
+		if b, _ := io.ReadAll(r.Body); r.URL.Path == "/walletsolidity/getblockbynum" && strings.ReplaceAll(string(b), " ", "") == `{"num":0}` {
+			_, _ = io.WriteString(w, `{"blockID":"`+tron.MainnetGenesisID+`","block_header":{"raw_data":{}}}`)
+			return
 		}
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, "upstream failed for key "+r.Header.Get(tronhttp.APIKeyHeader))

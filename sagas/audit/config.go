@@ -70,6 +70,17 @@ func buildConfigHistory(recs []eventstore.Record, report func(Finding)) configHi
 	return h
 }
 
+// chainGenesis is the latest configuration version that records the chain
+// (aggregate.Config.ChainGenesis): the chain weir pays on now.
+func (h configHistory) chainGenesis() (configVersion, bool) {
+	for i := len(h.versions) - 1; i >= 0; i-- {
+		if h.versions[i].State.Config.ChainGenesis != "" {
+			return h.versions[i], true
+		}
+	}
+	return configVersion{}, false
+}
+
 // known reports whether the log records any configuration.
 func (h configHistory) known() bool { return len(h.versions) > 0 }
 

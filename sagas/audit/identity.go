@@ -15,6 +15,10 @@ import (
 // was written against. The expected identity comes from outside the node:
 //
 //   - Options.ExpectGenesis (`weir audit --expect-genesis`): block 0's id;
+//   - the log's configuration: `weir serve` records the genesis block id
+//     of the chain it pays on (aggregate.Config.ChainGenesis), so block 0
+//     is checked even on a log without envelopes; --expect-genesis, when
+//     given, overrides it (a note says when they differ);
 //   - the log itself: every envelope records the block it refers to
 //     (ref_block_num, and ref_block_hash = bytes 8..16 of that block's id),
 //     read from the chain weir paid on when it built the envelope. The
@@ -78,21 +82,40 @@ func logRefBlocks(was []*Replay) []refBlock {
 // the node's genesis id when withoutPredating could read it.
 func (a *auditor) checkIdentity(ctx context.Context, opts Options, solid int64, was []*Replay, sum *ChainSummary) bool {
 	var how []string
-	if want := opts.ExpectGenesis; want != "" {
+	// want is the genesis the node must serve; expected says, for a
+	// person, where it comes from.
+	want := opts.ExpectGenesis
+	expected := "the expected " + want
+	if lv, ok := a.configs.chainGenesis(); ok {
+		sum.LogGenesis = lv.State.Config.ChainGenesis
+		switch {
+		case want == "":
+			want = sum.LogGenesis
+			expected = fmt.Sprintf("%s, the one recorded in the log by %s", want, lv.label())
+			how = append(how, "log genesis")
+		case want == sum.LogGenesis:
+			how = append(how, "genesis") // the flag's; log_genesis says the log agrees
+		default:
+			a.add(Finding{Severity: Note, Check: "chain_identity", What: fmt.Sprintf("--expect-genesis %s overrides the genesis block %s recorded in the log by %s", want, sum.LogGenesis, lv.label())})
+			how = append(how, "genesis")
+		}
+	} else if want != "" {
+		how = append(how, "genesis")
+	}
+	if want != "" {
 		sum.ExpectedGenesis = want
 		switch {
 		case sum.Genesis == "":
 			sum.Identity = "unknown"
-			sum.Note = fmt.Sprintf("chain unavailable: the node at %s did not tell its genesis block, so it cannot be checked against the expected chain (genesis %s): chain checks skipped", opts.NodeURL, want)
+			sum.Note = fmt.Sprintf("chain unavailable: the node at %s did not tell its genesis block, so it cannot be checked against %s: chain checks skipped", opts.NodeURL, expected)
 			a.add(Finding{Severity: Note, Check: "chain_identity", What: sum.Note})
 			return false
 		case sum.Genesis != want:
 			sum.Identity = "mismatch"
-			sum.Note = fmt.Sprintf("the node at %s serves the chain whose genesis block is %s, not the expected %s: chain checks skipped (they would ask the wrong chain)", opts.NodeURL, sum.Genesis, want)
+			sum.Note = fmt.Sprintf("the node at %s serves the chain whose genesis block is %s, not %s: chain checks skipped (they would ask the wrong chain)", opts.NodeURL, sum.Genesis, expected)
 			a.add(Finding{Severity: Violation, Check: "chain_identity", What: sum.Note})
 			return false
 		}
-		how = append(how, "genesis")
 	}
 	matched := false
 	for _, r := range logRefBlocks(was) {

@@ -100,15 +100,19 @@ type ChainSummary struct {
 	Unavailable int `json:"chain_unavailable,omitempty"`
 
 	// Which chain the node serves: its genesis block id, the one expected
-	// (--expect-genesis), and how the chain was identified: "genesis" (the
-	// expected genesis), "log blocks" (the blocks the log's envelopes
-	// were built on carry the ids the log recorded), both joined by "+",
+	// (--expect-genesis, else the log's), and how the chain was identified:
+	// "genesis" (the expected genesis), "log genesis" (the genesis the
+	// log's configuration records), "log blocks" (the blocks the log's
+	// envelopes were built on carry the ids the log recorded), joined by "+",
 	// "unchecked" (nothing to compare), "mismatch" (another chain: a
 	// violation, and no chain check ran) or "unknown" (a genesis was
 	// expected and the node did not tell its own).
 	Genesis         string `json:"genesis,omitempty"`
 	ExpectedGenesis string `json:"expected_genesis,omitempty"`
 	Identity        string `json:"chain_identity,omitempty"`
+	// LogGenesis is the genesis block id the log's configuration records
+	// (the latest version that records one; "" for a log older than that).
+	LogGenesis string `json:"log_genesis,omitempty"`
 
 	// The chain side (scope "all"): every USDT transfer out of HotWallets
 	// in solid blocks FromBlock..ToBlock matched to a confirmed withdrawal,
