@@ -58,10 +58,8 @@ func nextNotification(t *testing.T, c jetstream.Consumer) (notify.Notification, 
 // TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart: alice,
 // a plain principal, creates a durable pull consumer as `nats consumer add
 // WEIR_NOTIFY` would, reads and acks, goes away, and on coming back finds
-// exactly what happened meanwhile. Consumers that name themselves
-// (nats.go's ordered consumer, the push kind `nats sub --stream` makes
-// through the nameless create) are refused: a principal uses only the
-// consumer names it owns (natsauth.NotifyConsumerNames).
+// exactly what happened meanwhile. Ordered consumers (pull and push) work
+// too.
 func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.T) {
 	eng := startDevEngine(t)
 	nc := dialPrincipal(t, eng, "dev-alice-token")
@@ -105,20 +103,29 @@ func TestAProducerKeepsADurableConsumerOnWEIR_NOTIFYAcrossItsRestart(t *testing.
 		t.Fatalf("the consumer needed something the principal may not do: %v", err)
 	}
 
-	// Self-named consumers are refused (nats.go's ordered one; the push
-	// ordered one of `nats sub --stream`).
-	short, cancel := context.WithTimeout(ctx, time.Second)
+	// Ordered consumers name themselves (an unowned name): alice, not
+	// scoped to accounts, may use them — nats.go's, and the push kind of
+	// `nats sub --stream` (created by name, never the nameless create).
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := js2.OrderedConsumer(short, notify.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{notify.SubjectPrefix + ".*.requested"}}); err == nil {
-		t.Fatal("an ordered consumer under a name not the principal's was created")
+	oc, err := js2.OrderedConsumer(short, notify.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.SubjectPrefix + ".*.requested"}})
+	if err != nil {
+		t.Fatalf("alice's ordered consumer: %v", err)
+	}
+	if n, _ := nextNotification(t, oc); n.Withdrawal.ID == "" {
+		t.Fatalf("the ordered consumer read %+v", n)
 	}
 	legacy, err := nc2.JetStream(nats.MaxWait(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := legacy.SubscribeSync(notify.SubjectPrefix+".>", nats.OrderedConsumer(), nats.BindStream(notify.Stream), nats.DeliverAll()); err == nil {
-		t.Fatal("a push ordered consumer (nameless create) was created")
+	sub, err := legacy.SubscribeSync(notify.SubjectPrefix+".>", nats.OrderedConsumer(), nats.BindStream(notify.Stream), nats.DeliverAll())
+	if err != nil {
+		t.Fatalf("the push ordered consumer of `nats sub --stream`: %v", err)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("reading through the push ordered consumer: %v", err)
 	}
 }
 

@@ -13,9 +13,10 @@
 //   - Permissions: every principal publishes only commands (weir.cmd.>)
 //     and service discovery ($SRV.>), subscribes only its inboxes
 //     (_INBOX.>) and notifications (weir.notify.>), and may keep consumers
-//     on the notification stream (WEIR_NOTIFY) under the names it owns
-//     (NotifyConsumerNames: its own name and NAME_1 … NAME_9), never
-//     another's. The auditor role (an
+//     on the notification stream (WEIR_NOTIFY): under the names it owns
+//     (NotifyConsumerNames: its own name and NAME_1 … NAME_9), and, when
+//     not scoped to accounts, under any name no other principal owns
+//     (OthersNotifyConsumerDeny) — never another's. The auditor role (an
 //     operator is one) may also read the event stream WEIR_EVENTS: stream
 //     info, direct and leader gets, and ephemeral ordered consumers — never
 //     weir's own durable consumers (WeirDurables).

@@ -45,20 +45,41 @@ const (
 // delivery from the saga, a delete or an update (a new filter) stops it.
 var WeirDurables = []string{sagas.LedgerConsumer}
 
-// ProducerPublish is what a principal may publish: commands, service
-// discovery, the notification stream's info and consumer listing, and the
-// rights on its own consumers there (NotifyConsumerRules). apiPrefix is
-// "$JS.API" on the embedded server; docs/nats-server.conf gives its
-// producer user exactly ProducerPublish("$JS.WEIR.API", …) (a test
+// ProducerPublish is what a principal not scoped to accounts may publish:
+// commands, service discovery, the notification stream's info and
+// consumer listing, and the rights on consumers of WEIR_NOTIFY under any
+// name (NotifyConsumerRules with "*"), so that natscli's durables and
+// nats.go's ordered consumers work as on any stream. The names other
+// principals own are taken away again by OthersNotifyConsumerDeny.
+// apiPrefix is "$JS.API" on the embedded server; docs/nats-server.conf
+// gives its producer user exactly ProducerPublish("$JS.WEIR.API") (a test
 // compares them).
-func ProducerPublish(apiPrefix string, consumers []string) []string {
+func ProducerPublish(apiPrefix string) []string {
 	return append([]string{
 		"weir.cmd.>",
 		"$SRV.>",
 		apiPrefix + ".STREAM.INFO." + NotifyStream,
 		apiPrefix + ".CONSUMER.LIST." + NotifyStream,
 		apiPrefix + ".CONSUMER.NAMES." + NotifyStream,
-	}, NotifyConsumerRules(apiPrefix, consumers, nil)...)
+	}, NotifyConsumerRules(apiPrefix, []string{"*"}, nil)...)
+}
+
+// OthersNotifyConsumerDeny denies every right on the consumers of
+// WEIR_NOTIFY that other principals own (their NotifyConsumerNames): an
+// unscoped principal may use any other name, but cannot create, redefine,
+// read, pull from, ack on or delete bob's "bob" … "bob_9". Five subjects a
+// name: "*" and "*.*" cover every consumer API verb (CREATE, INFO, DELETE,
+// MSG.NEXT, DURABLE.CREATE), with or without a filter after the name.
+func OthersNotifyConsumerDeny(apiPrefix string, others []string) []string {
+	var out []string
+	for _, n := range others {
+		at := NotifyStream + "." + n
+		out = append(out,
+			apiPrefix+".CONSUMER.*."+at, apiPrefix+".CONSUMER.*."+at+".>",
+			apiPrefix+".CONSUMER.*.*."+at,
+			"$JS.ACK."+at+".>", "$JS.FC."+at+".>")
+	}
+	return out
 }
 
 // NotifyConsumerExtra is how many numbered consumer names a principal owns
@@ -153,16 +174,18 @@ func auditorDeny() []string {
 }
 
 // Permissions are what a principal with these roles may do on the
-// embedded server; consumers are the names it owns on WEIR_NOTIFY
-// (NotifyConsumerNames).
-func Permissions(p api.Principal, consumers []string) *server.Permissions {
-	pub := ProducerPublish("$JS.API", consumers)
+// embedded server. consumers are the names it owns on WEIR_NOTIFY
+// (NotifyConsumerNames); others are the names the other principals own,
+// which it may not touch. A principal scoped to accounts may use only its
+// own names (with a filter on its accounts); one that is not may use any
+// name but the others'.
+func Permissions(p api.Principal, consumers, others []string) *server.Permissions {
+	pub := ProducerPublish("$JS.API")
 	sub := append([]string(nil), producerSubscribe...)
+	deny := OthersNotifyConsumerDeny("$JS.API", others)
+	var subDeny []string
 	if p.Scoped() {
 		pub, sub = scopedProducer(p, consumers)
-	}
-	var deny, subDeny []string
-	if p.Scoped() {
 		// Belt and braces: no allow rule added later may reach them.
 		subDeny = []string{WalletNotifications}
 		deny = []string{"$JS.API.CONSUMER.CREATE." + NotifyStream + ".*." + WalletNotifications}
@@ -234,7 +257,14 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 		return false
 	}
 	taken := func(n string) bool { _, ok := a.names[n]; return ok }
-	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p, NotifyConsumerNames(p.Name, taken))})
+	own := NotifyConsumerNames(p.Name, taken)
+	var others []string
+	for n := range a.names {
+		if n != p.Name {
+			others = append(others, NotifyConsumerNames(n, func(m string) bool { return m != n && taken(m) })...)
+		}
+	}
+	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p, own, others)})
 	return true
 }
 

@@ -141,8 +141,10 @@ func TestEachPrincipalOwnsItsNotifyConsumersAndNoOneElses(t *testing.T) {
 		{"alice", "alice-token-01", "$JS.ACK.WEIR_NOTIFY.bob.1.1.1.1.0", "+ACK"},
 		{"alice", "alice-token-01", "$JS.FC.WEIR_NOTIFY.bob.x", ""},
 		{"alice (another principal's own name)", "alice-token-01", api + "CREATE.WEIR_NOTIFY.alice_2", `{}`},
-		{"alice (beyond her ten names)", "alice-token-01", api + "CREATE.WEIR_NOTIFY.alice_10", `{}`},
-		{"alice (a name merely starting with hers)", "alice-token-01", api + "CREATE.WEIR_NOTIFY.alice-app", `{}`},
+		{"alice (one of bob's numbered names)", "alice-token-01", api + "MSG.NEXT.WEIR_NOTIFY.bob_3", `{"batch":10}`},
+		{"alice (bob's, with a filter)", "alice-token-01", api + "CREATE.WEIR_NOTIFY.bob_1.weir.notify.>", `{}`},
+		{"carol (scoped, a shared name)", "carol-token-04", api + "MSG.NEXT.WEIR_NOTIFY.shared-feed", `{"batch":10}`},
+		{"carol (scoped, beyond her names)", "carol-token-04", api + "CREATE.WEIR_NOTIFY.carol-app.weir.notify.withdrawal.acme.>", `{}`},
 		{"carol (scoped)", "carol-token-04", api + "MSG.NEXT.WEIR_NOTIFY.bob", `{"batch":10}`},
 		{"carol (scoped, her name, no filter)", "carol-token-04", api + "CREATE.WEIR_NOTIFY.carol", `{}`},
 		{"carol (scoped, her name, another account)", "carol-token-04", api + "CREATE.WEIR_NOTIFY.carol.weir.notify.withdrawal.globex.>", `{}`},
@@ -194,12 +196,24 @@ func TestEachPrincipalOwnsItsNotifyConsumersAndNoOneElses(t *testing.T) {
 	if err := aliceNC.LastError(); err != nil {
 		t.Fatalf("alice needed a right she lacks: %v", err)
 	}
-	// An ordered consumer names itself (a random prefix, or the server's
-	// choice on the nameless create, whose body could name bob's): refused.
-	short, cancel := context.WithTimeout(ctx, time.Second)
+	// Not scoped, she may also use any name no other principal owns:
+	// natscli's durables and nats.go's ordered consumers work.
+	for _, name := range []string{"shared-feed", "alice_10", "alice-app"} {
+		if _, err := aliceJS.CreateOrUpdateConsumer(ctx, natsauth.NotifyStream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatalf("alice creates %s: %v", name, err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := aliceJS.OrderedConsumer(short, natsauth.NotifyStream, jetstream.OrderedConsumerConfig{}); err == nil {
-		t.Fatal("alice created an ordered consumer under a name that is not hers")
+	oc, err := aliceJS.OrderedConsumer(short, natsauth.NotifyStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("alice's ordered consumer: %v", err)
+	}
+	if _, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("alice reads through her ordered consumer: %v", err)
+	}
+	if !refused("carol-token-04", api+"INFO.WEIR_NOTIFY.shared-feed", "") {
+		t.Error("scoped carol read alice's shared-feed")
 	}
 	// carol, scoped, keeps hers on her account.
 	_, carolJS := dial("carol-token-04")
