@@ -76,7 +76,7 @@ func TestConsoleInChromium(t *testing.T) {
 	t.Cleanup(hooks.Close)
 	cfg := serveConfig{
 		Data: t.TempDir(), HTTP: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", Sync: "lazy", Workers: 1, memory: true,
-		TronHTTP: "", SimBlockInterval: 30 * time.Millisecond, SimSolidityLag: 2, DailyLimit: "0", LogLevel: "warn",
+		TronHTTP: "", SimBlockInterval: 100 * time.Millisecond, SimSolidityLag: 2, DailyLimit: "0", LogLevel: "warn",
 		WebhookAllowPrivate: true, ConsoleTxLink: console.DefaultTxLink, webhookFirstRetry: 50 * time.Millisecond,
 	}
 	eng, err := startEngine(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
