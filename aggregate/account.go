@@ -226,7 +226,7 @@ type Account struct {
 	forgotten        time.Time
 	forgottenUnknown bool
 
-	recent []recentReservation // the reservations of the last VelocityWindow (velocity.go)
+	recent recentLog // the reservations of the last VelocityWindow (velocity.go)
 }
 
 // Available is the money that can be reserved.
@@ -580,7 +580,7 @@ func (a Account) owned() Account {
 	a.approvedBy = cloneOrMake(a.approvedBy)
 	a.reservations = a.reservations.shared()
 	a.daily = cloneOrMake(a.daily)
-	a.recent = slices.Clone(a.recent)
+	a.recent = a.recent.owned()
 	return a
 }
 
@@ -698,14 +698,18 @@ func mutate(a *Account, e AccountEvent) {
 			RequestedAt: ev.RequestedAt,
 		})
 		a.daily[ev.Day] = a.daily[ev.Day].Add(ev.Amount)
-		a.recent = keepRecent(a.recent, ev)
+		// Reservations arrive in log order, so the front is the oldest but
+		// for clock skew between writers, which only makes an entry stay a
+		// little longer.
+		a.recent.dropBefore(ev.At.Add(-VelocityWindow - velocityKeepSlack))
+		a.recent.push(recentReservation{WithdrawalID: ev.WithdrawalID, Amount: ev.Amount, At: ev.At})
 		a.available = a.available.Sub(ev.Amount)
 		a.reserved = a.reserved.Add(ev.Amount)
 	case AccountReleased:
 		r, _ := a.reservations.get(ev.WithdrawalID)
 		r.Status, r.ClosedAt, r.Reason = ReservationReleased, ev.At, ev.Reason
 		a.close(r)
-		releaseRecent(a.recent, ev.WithdrawalID)
+		a.recent.release(ev.WithdrawalID)
 		// Released money never left, so it stops counting against its day.
 		a.daily[r.Day] = a.daily[r.Day].Sub(r.Amount)
 		a.reserved = a.reserved.Sub(r.Amount)

@@ -257,13 +257,46 @@ func TestCompactAccountVelocityWindowIsBoundedByTime(t *testing.T) {
 		if days := int(t0.Add(time.Duration(a.Version)*time.Hour).Sub(t0)/(24*time.Hour)) + 1; len(a.daily) > days+1 {
 			t.Fatalf("%d daily entries over %d days", len(a.daily), days)
 		}
-		return len(a.recent) + stateSize(a) - len(a.daily)
+		return a.recent.len() + stateSize(a) - len(a.daily)
 	}
 	after100, after1000 := cycles(100), cycles(900)
 	if after100 != after1000 {
 		t.Fatalf("state entries (but the days) after 100 and 1000 two-hourly cycles: %d and %d", after100, after1000)
 	}
-	if max := int((VelocityWindow+velocityKeepSlack)/(2*time.Hour)) + 2; len(a.recent) > max {
-		t.Fatalf("the velocity window keeps %d reservations, at most %d expected", len(a.recent), max)
+	if max := int((VelocityWindow+velocityKeepSlack)/(2*time.Hour)) + 2; a.recent.len() > max {
+		t.Fatalf("the velocity window keeps %d reservations, at most %d expected", a.recent.len(), max)
+	}
+}
+
+// The velocity window is shared between states as the reservations are:
+// sibling folds see only their own change, and the state they started
+// from keeps its sum.
+func TestVelocityWindowIsSharedCopyOnWrite(t *testing.T) {
+	a := FoldAccountFrom(Account{}, nil)
+	step := func(a Account, c AccountCommand) Account {
+		evs, err := DecideAccount(a, c)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%T: %v %v", c, evs, err)
+		}
+		return FoldAccountFrom(a, evs)
+	}
+	a = step(a, Credit{Account: acct, CreditID: "dep", Amount: usdt("100000"), At: t0})
+	for i := range 500 {
+		a = step(a, Reserve{Account: acct, WithdrawalID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Amount: usdt("1"), At: at(1)})
+	}
+	now := at(2)
+	x := step(a, Reserve{Account: acct, WithdrawalID: wd1, Amount: usdt("1"), At: now})
+	y := step(a, Release{Account: acct, WithdrawalID: "00000000-0000-4000-8000-000000000000", Reason: "failed", At: now})
+	for name, c := range map[string]struct {
+		s    Account
+		want string
+	}{"base": {a, "500"}, "reserved": {x, "501"}, "released": {y, "499"}} {
+		if got := c.s.SentInWindow(now).String(); got != c.want {
+			t.Errorf("%s: sent in window %s, want %s", name, got, c.want)
+		}
+	}
+	data, _ := y.MarshalSnapshot()
+	if back, err := UnmarshalAccountSnapshot(data); err != nil || back.SentInWindow(now).String() != "499" || back.recent.len() != 500 {
+		t.Fatalf("snapshot: %v", err)
 	}
 }

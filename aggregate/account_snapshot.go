@@ -48,7 +48,7 @@ func (a Account) MarshalSnapshot() ([]byte, error) {
 		ID: a.ID, Version: a.Version,
 		Credited: a.credited, Available: a.available, Reserved: a.reserved, Settled: a.settled,
 		Credits: a.credits, Pending: a.pending, ApprovedBy: a.approvedBy, Reservations: a.reservations.asMap(), Daily: a.daily,
-		Recent: a.recent, Forgotten: a.forgotten, ForgottenUnknown: a.forgottenUnknown,
+		Recent: a.recent.list(), Forgotten: a.forgotten, ForgottenUnknown: a.forgottenUnknown,
 	})
 }
 
@@ -72,7 +72,7 @@ func UnmarshalAccountSnapshot(data []byte) (Account, error) {
 		ID: s.ID, Version: s.Version,
 		credited: s.Credited, available: s.Available, reserved: s.Reserved, settled: s.Settled,
 		credits: s.Credits, pending: s.Pending, approvedBy: s.ApprovedBy, reservations: reservationsFrom(s.Reservations), daily: s.Daily,
-		recent: s.Recent, forgotten: s.Forgotten, forgottenUnknown: s.ForgottenUnknown, compact: true,
+		recent: recentFrom(s.Recent), forgotten: s.Forgotten, forgottenUnknown: s.ForgottenUnknown, compact: true,
 	}.owned()
 	if a.ID != "" {
 		if err := ValidateAccountID(a.ID); err != nil {

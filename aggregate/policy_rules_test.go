@@ -349,8 +349,8 @@ func TestAccountSumsWhatItSentInTheLast24Hours(t *testing.T) {
 	// The fold keeps only the last window (and slack) of reservations.
 	later := t0.Add(3 * 24 * time.Hour)
 	a = EvolveAccount(a, AccountReserved{Account: acct, WithdrawalID: ids[3], Amount: usdt("5"), Day: utcDay(later), At: later})
-	if len(a.recent) != 1 || !a.SentInWindow(later).Equal(usdt("5")) {
-		t.Fatalf("kept %d reservations, window sum %s", len(a.recent), a.SentInWindow(later))
+	if a.recent.len() != 1 || !a.SentInWindow(later).Equal(usdt("5")) {
+		t.Fatalf("kept %d reservations, window sum %s", a.recent.len(), a.SentInWindow(later))
 	}
 	if err := a.CheckInvariants(); err != nil {
 		t.Fatal(err)
