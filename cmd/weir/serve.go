@@ -70,7 +70,8 @@ type serveConfig struct {
 	// %s); "-": none.
 	ConsoleTxLink string
 	// PublishConfig makes this process's files the configuration in force
-	// when they disagree with the log (dev mode always does).
+	// when they disagree with the log (dev mode always does), and records
+	// its node's chain over another one the log records (dev mode does not).
 	PublishConfig bool
 	LogLevel      string
 	// The edges (api.LimitListener, api.RateLimiter); zero: no cap.
@@ -114,7 +115,7 @@ const defaultConfigMaxAge = time.Second
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	c := &serveConfig{configMaxAge: defaultConfigMaxAge}
 	fs := newFlagSet("serve", "serve [flags]", stderr)
-	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage); dev mode also keeps the simulated chain there (simchain.json; delete it to start a new chain)")
+	fs.StringVar(&c.Data, "data", "./weir-data", "embedded NATS store directory (file storage); dev mode also keeps the simulated chain there (simchain.json; to start a new chain delete it and start once with --publish-config)")
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "HTTP API listen address")
 	fs.StringVar(&c.NATSAddr, "nats-addr", "127.0.0.1:4222", "embedded server's client listener (producers, nats CLI)")
 	fs.StringVar(&c.NATSURL, "nats-url", "", "use an external NATS server/cluster instead of the embedded one")
@@ -148,7 +149,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.SigningKey, "signing-key", "", "file holding the hot wallet's secp256k1 private key (hex); empty = a dev key (simulated node only)")
 	fs.StringVar(&c.EventKey, "event-key", "", "file of keys that authenticate every event and checkpoint (\"<key-id> <hex secret>\" lines, the first signs, the others only verify; mode 0600); empty: with the embedded store a key generated in --data, with --nats-url a key shared through the NATS KV bucket WEIR_KEYS")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks target loopback, private and link-local addresses (checked at registration and on every connection); off: such URLs are refused with 422 invalid_url")
-	fs.BoolVar(&c.PublishConfig, "publish-config", false, "publish this process's principals (names and roles, never tokens), hot wallet, custody and limits as the configuration in force when they differ from the one in the log (without it such a start is refused; dev mode and an empty log publish anyway)")
+	fs.BoolVar(&c.PublishConfig, "publish-config", false, "publish this process's principals (names and roles, never tokens), hot wallet, custody and limits as the configuration in force when they differ from the one in the log (without it such a start is refused; dev mode and an empty log publish anyway); also records a node of another chain (genesis) than the one the log records, which is refused otherwise, even in dev mode")
 	fs.StringVar(&c.ConsoleTxLink, "console-tx-link", console.DefaultTxLink, "where the web console (/console/) links a txid: a URL with one %s for the txid (\"-\": no link)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.MaxConns, "http-max-conns", api.DefaultMaxConns, "HTTP connections open at once (at the cap the oldest idle one is closed); never above a quarter of the open-file limit")
