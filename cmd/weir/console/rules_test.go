@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/weir-payouts/weir/aggregate"
@@ -53,6 +54,32 @@ func TestPolicyPageShowsDestinationRulesAndVelocityTiers(t *testing.T) {
 		"Destination rules (2) and velocity tiers (1)",
 	)
 	mustNotContain(t, p, "None: any destination")
+
+	// A proposal waiting for its quorum shows its own rules beside those
+	// in force.
+	s.intake.SetPolicyQuorum(2)
+	next, err := aggregate.ParsePolicyJSON([]byte(`{"name":"tighter","rules":[{"name":"single","threshold":"0","approvers":1}],
+	 "velocity":[{"name":"slow week","accounts":["acme","other"],"above":"2500.5","extra_approvers":3}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.intake.ProposePolicy(context.Background(), next, "olivia"); err != nil || c.Proposal == nil {
+		t.Fatalf("propose: %+v %v", c, err)
+	}
+	p = b.get("/console/policy")
+	i := strings.Index(p.body, `id="proposal"`)
+	if i < 0 {
+		t.Fatalf("no proposal section:\n%s", p.body)
+	}
+	proposal := p.body[i:strings.Index(p.body, "<h2>History</h2>")]
+	for _, want := range []string{"Proposed: tighter", "<td>slow week</td>", "<td>acme, other</td>", `<td class="num">2500.5</td>`, "<td>+3</td>", "None: any destination, no extra approvers."} {
+		if !strings.Contains(proposal, want) {
+			t.Fatalf("proposal section lacks %q:\n%s", want, proposal)
+		}
+	}
+	if strings.Contains(proposal, "busy day") {
+		t.Fatalf("the proposal shows the rules in force:\n%s", proposal)
+	}
 }
 
 // The withdrawal page shows the rules that raised what it needs (kind,
