@@ -303,7 +303,7 @@ func TestConsoleInChromium(t *testing.T) {
 		if approvedID == "" || aliceCtx == nil {
 			t.Skip("needs the approved withdrawal")
 		}
-		w := api.waitForState(approvedID, alice, "confirmed", 10*time.Second)
+		w := api.waitForState(approvedID, alice, "confirmed", 20*time.Second)
 		do(t, aliceCtx, "withdrawal page", chromedp.Navigate(base+"/console/withdrawals/"+approvedID), chromedp.WaitVisible(chromedp.ID("receipts")))
 		rows, err := chromedp.Run(aliceCtx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#receipts tbody tr")).map(function (r) { return r.className + "|" + r.innerText; })`))
 		if err != nil || len(rows) != 2 {
