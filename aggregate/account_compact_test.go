@@ -193,13 +193,7 @@ func TestCompactAccountKnowsWhatItMayHaveForgotten(t *testing.T) {
 // reservation.
 func TestFoldsShareReservationsCopyOnWrite(t *testing.T) {
 	a := FoldAccountFrom(Account{}, nil)
-	step := func(a Account, c AccountCommand) Account {
-		evs, err := DecideAccount(a, c)
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("%T: %v %v", c, evs, err)
-		}
-		return FoldAccountFrom(a, evs)
-	}
+	step := func(a Account, c AccountCommand) Account { return compactStep(t, a, c) }
 	a = step(a, Credit{Account: acct, CreditID: "dep", Amount: usdt("100000"), At: t0})
 	for i := range 2000 {
 		a = step(a, Reserve{Account: acct, WithdrawalID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Amount: usdt("1"), At: at(1)})
@@ -273,13 +267,7 @@ func TestCompactAccountVelocityWindowIsBoundedByTime(t *testing.T) {
 // from keeps its sum.
 func TestVelocityWindowIsSharedCopyOnWrite(t *testing.T) {
 	a := FoldAccountFrom(Account{}, nil)
-	step := func(a Account, c AccountCommand) Account {
-		evs, err := DecideAccount(a, c)
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("%T: %v %v", c, evs, err)
-		}
-		return FoldAccountFrom(a, evs)
-	}
+	step := func(a Account, c AccountCommand) Account { return compactStep(t, a, c) }
 	a = step(a, Credit{Account: acct, CreditID: "dep", Amount: usdt("100000"), At: t0})
 	for i := range 500 {
 		a = step(a, Reserve{Account: acct, WithdrawalID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Amount: usdt("1"), At: at(1)})
@@ -299,4 +287,14 @@ func TestVelocityWindowIsSharedCopyOnWrite(t *testing.T) {
 	if back, err := UnmarshalAccountSnapshot(data); err != nil || back.SentInWindow(now).String() != "499" || back.recent.len() != 500 {
 		t.Fatalf("snapshot: %v", err)
 	}
+}
+
+// compactStep decides c on a and folds the one event it must cause.
+func compactStep(t *testing.T, a Account, c AccountCommand) Account {
+	t.Helper()
+	evs, err := DecideAccount(a, c)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%T: %v %v", c, evs, err)
+	}
+	return FoldAccountFrom(a, evs)
 }
