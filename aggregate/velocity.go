@@ -70,7 +70,9 @@ func (l recentLog) owned() recentLog {
 func (l *recentLog) block(i int) *recentBlock {
 	b := l.blocks[i]
 	if b.owner != l.tok {
-		items := make([]recentReservation, len(b.items), recentBlockSize)
+		// Room for one more: a block grows as appends need (most
+		// accounts hold a few entries), up to recentBlockSize.
+		items := make([]recentReservation, len(b.items), len(b.items)+1)
 		copy(items, b.items)
 		b = &recentBlock{owner: l.tok, items: items}
 		l.blocks[i] = b
@@ -122,9 +124,7 @@ func (l *recentLog) push(r recentReservation) {
 		b.items = append(b.items, r)
 		return
 	}
-	items := make([]recentReservation, 1, recentBlockSize)
-	items[0] = r
-	l.blocks = append(l.blocks, &recentBlock{owner: l.tok, items: items})
+	l.blocks = append(l.blocks, &recentBlock{owner: l.tok, items: []recentReservation{r}})
 }
 
 // release marks withdrawalID's entry released, searching from the newest.
