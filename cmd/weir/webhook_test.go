@@ -156,8 +156,19 @@ func TestWebhooksOverHTTP(t *testing.T) {
 	if st, _, _ := c.do("GET", "/v1/webhooks", "dev-alice-token", ""); st != http.StatusForbidden {
 		t.Fatalf("a non-operator lists webhooks: %d", st)
 	}
-	st, _, ds := c.do("GET", "/v1/webhooks/"+id+"/deliveries", "dev-olivia-token", "")
-	deliveries, _ := ds["deliveries"].([]any)
+	// The receiver has the delivery before the dispatcher has its 2xx
+	// answer and records it: wait (bounded) for the record.
+	var (
+		ds         map[string]any
+		deliveries []any
+	)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, _, ds = c.do("GET", "/v1/webhooks/"+id+"/deliveries", "dev-olivia-token", "")
+		deliveries, _ = ds["deliveries"].([]any)
+		if st == 200 && len(deliveries) == 1 && deliveries[0].(map[string]any)["status"] == webhook.StatusDelivered || time.Now().After(deadline) {
+			break
+		}
+	}
 	if st != 200 || len(deliveries) != 1 || deliveries[0].(map[string]any)["status"] != webhook.StatusDelivered || ds["next_cursor"] != nil {
 		t.Fatalf("deliveries: %d %v", st, ds)
 	}
