@@ -12,10 +12,14 @@
 //   - the Publisher: a follower of the event log (the same verified read
 //     path the projections use: a quarantined event is never folded, so it
 //     is never announced) whose position is the last withdrawal
-//     notification of WEIR_NOTIFY itself. Each publish expects that
-//     message's sequence (on weir.notify.withdrawal.>), so a message is
-//     published once even when the log is replayed long after the
-//     de-duplication window, or when two weir processes share one NATS;
+//     notification of WEIR_NOTIFY itself. Each publish expects the
+//     stream's last sequence as read with that message
+//     (Nats-Expected-Last-Sequence: one number for the server to compare,
+//     where a last sequence on weir.notify.withdrawal.> made it search
+//     every account and state subject), so a message is published once
+//     even when the log is replayed long after the de-duplication window,
+//     or when two weir processes share one NATS; a wallet notification in
+//     between only makes the publish be refused, read again and retried;
 //   - the wallet notifications (weir.notify.wallet.<topic>.<state>, body
 //     {"event_id","type","at","asset","low_mark","wallet"}): the
 //     WalletAnnouncer publishes the hot-wallet monitor's changes (a low

@@ -2,9 +2,9 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,41 +65,61 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int, mem
 
 // Position is where the publisher stands: the last withdrawal notification
 // of WEIR_NOTIFY (on weir.notify.withdrawal.>; wallet notifications share
-// the stream and are not the publisher's) and the log sequence of the
-// event it announced (both 0 before the first).
+// the stream and are not the publisher's), the log sequence of the event
+// it announced, and the stream's last sequence when that was read (all 0
+// before the first).
+//
+// StreamSeq is what the next publish expects (Nats-Expected-Last-Sequence,
+// which the server checks against one number): the stream's end, not the
+// last withdrawal notification, because expecting the last message of
+// weir.notify.withdrawal.> makes the server find it among every account
+// and state subject on each publish. A wallet notification moving the end
+// only makes that publish refused, read again and retried.
 type Position struct {
 	NotifySeq uint64
 	SourceSeq uint64
+	StreamSeq uint64
 }
 
-// withdrawalSubjects are the publisher's part of the stream.
-const withdrawalSubjects = SubjectPrefix + ".>"
+// isWithdrawal tells a withdrawal notification's subject.
+func isWithdrawal(subject string) bool {
+	return strings.HasPrefix(subject, SubjectPrefix+".")
+}
 
-// ReadPosition reads the last withdrawal notification of the stream.
+// ReadPosition reads the stream's end and its last withdrawal notification
+// at or before it. Only messages read by sequence are trusted (never a
+// "last message on a filter", which a lagging replica could answer with an
+// older one): the last message, then back over wallet notifications (a
+// few per crossing of a mark) to the withdrawal notification before them.
 func ReadPosition(ctx context.Context, s jetstream.Stream) (Position, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return Position{}, fmt.Errorf("notify: %s info: %w", Stream, err)
 	}
-	if info.State.LastSeq == 0 {
+	last := info.State.LastSeq
+	if last == 0 {
 		return Position{}, nil
 	}
-	msg, err := s.GetLastMsgForSubject(ctx, withdrawalSubjects)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		if info.State.FirstSeq <= 1 {
-			return Position{}, nil // wallet notifications only, so far
+	first := max(info.State.FirstSeq, 1)
+	for seq := last; seq >= first; seq-- {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			return Position{}, fmt.Errorf("notify: %s message %d: %w", Stream, seq, err)
 		}
-		// The stream is never purged or trimmed; missing messages mean
-		// someone did, and announcing the log again from the start would
-		// flood every consumer. Refuse loudly.
-		return Position{}, fmt.Errorf("notify: %s has no withdrawal notification and starts at %d: %w", Stream, info.State.FirstSeq, err)
+		if !isWithdrawal(msg.Subject) {
+			continue
+		}
+		src, err := strconv.ParseUint(msg.Header.Get(HeaderSourceSeq), 10, 64)
+		if err != nil {
+			return Position{}, fmt.Errorf("notify: %s message %d has no %s header: %w", Stream, msg.Sequence, HeaderSourceSeq, err)
+		}
+		return Position{NotifySeq: msg.Sequence, SourceSeq: src, StreamSeq: last}, nil
 	}
-	if err != nil {
-		return Position{}, fmt.Errorf("notify: %s last withdrawal notification: %w", Stream, err)
+	if first <= 1 {
+		return Position{StreamSeq: last}, nil // wallet notifications only, so far
 	}
-	src, err := strconv.ParseUint(msg.Header.Get(HeaderSourceSeq), 10, 64)
-	if err != nil {
-		return Position{}, fmt.Errorf("notify: %s message %d has no %s header: %w", Stream, msg.Sequence, HeaderSourceSeq, err)
-	}
-	return Position{NotifySeq: msg.Sequence, SourceSeq: src}, nil
+	// The stream is never purged or trimmed; missing messages mean someone
+	// did, and announcing the log again from the start would flood every
+	// consumer. Refuse loudly.
+	return Position{}, fmt.Errorf("notify: %s has no withdrawal notification and starts at %d: %w", Stream, first, jetstream.ErrMsgNotFound)
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/weir-payouts/weir/eventstore"
 )
 
-// errMoved: WEIR_NOTIFY's last sequence is not the one the publisher
-// expected (its own publish landed without an ack, or another weir process
-// published): read the position again and resume from it.
+// errMoved: WEIR_NOTIFY has a withdrawal notification the publisher did
+// not expect (its own publish landed without an ack, or another weir
+// process published): read the position again and resume from it.
 var errMoved = errors.New("notify: the notification stream moved; re-reading the position")
 
 // Publisher follows the event log and publishes a notification for every
@@ -36,10 +36,10 @@ type Publisher struct {
 	// live stream costs one decode per event; a miss loads the aggregate.
 	cache map[string]aggregate.Withdrawal
 
-	mu        sync.Mutex
-	pos       Position
-	changed   chan struct{}
-	published uint64
+	mu      sync.Mutex
+	pos     Position
+	changed chan struct{}
+	count   uint64
 }
 
 // maxCached bounds the fold cache (it is cleared, not evicted: a miss only
@@ -182,36 +182,61 @@ func (p *Publisher) publish(ctx context.Context, rec eventstore.Record, n Notifi
 	msg := nats.NewMsg(Subject(n.Withdrawal.Account, n.Withdrawal.State))
 	msg.Data = body
 	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(rec.Sequence, 10))
-	pos := p.Position()
-	// Expects the last withdrawal notification, not the stream's last
-	// message: wallet notifications come in between without moving it.
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectLastSequenceForSubject(pos.NotifySeq, withdrawalSubjects))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return errMoved
+	for range maxReads {
+		pos := p.Position()
+		// Expects the stream's last message, one number the server compares
+		// (see Position): nothing came since the position was read.
+		ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectLastSequence(pos.StreamSeq))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			now, err := ReadPosition(ctx, p.stream)
+			if err != nil {
+				return err
+			}
+			if now.NotifySeq != pos.NotifySeq {
+				// Another publisher, or this one's publish that landed
+				// without an ack: resume from the stream.
+				return errMoved
+			}
+			// Only wallet notifications came in between: expect the new
+			// end and publish again, without leaving the log.
+			pos.StreamSeq = now.StreamSeq
+			p.setPos(pos)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("notify: publish %s: %w", rec.EventID, err)
+		}
+		if ack.Duplicate {
+			// Already there (a cluster de-duplicates before the sequence
+			// check); where the stream ends now is read again.
+			return errMoved
+		}
+		p.published(rec, ack.Sequence)
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("notify: publish %s: %w", rec.EventID, err)
-	}
-	if ack.Duplicate {
-		// Already there (a cluster de-duplicates before the sequence check);
-		// where the stream ends now is read again.
-		return errMoved
-	}
+	return errMoved
+}
+
+// maxReads bounds the re-reads of one publish against wallet notifications
+// (past it the publisher resumes from the stream, after a pause).
+const maxReads = 10
+
+// published counts a notification of rec at seq and moves the position.
+func (p *Publisher) published(rec eventstore.Record, seq uint64) {
 	// Counted before the position moves: whoever waits for the position
 	// (WaitFor) then sees the count that goes with it.
 	p.mu.Lock()
-	p.published++
+	p.count++
 	p.mu.Unlock()
-	p.setPos(Position{NotifySeq: ack.Sequence, SourceSeq: rec.Sequence})
-	return nil
+	p.setPos(Position{NotifySeq: seq, SourceSeq: rec.Sequence, StreamSeq: seq})
 }
 
 // Published counts the notifications this publisher has published.
 func (p *Publisher) Published() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.published
+	return p.count
 }
 
 // fold returns the withdrawal just before and just after rec.

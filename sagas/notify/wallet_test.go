@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -175,5 +176,57 @@ func TestWalletNotificationsDoNotDisturbTheWithdrawalPublisher(t *testing.T) {
 	if withdrawals != 3 || p2.Published() != 1 || len(h.walletSeen()) != 2 {
 		t.Fatalf("%d withdrawal notifications (want 3), the restarted publisher published %d (want 1), wallet %v",
 			withdrawals, p2.Published(), h.walletSeen())
+	}
+}
+
+// Two publishers follow one log while the wallet announcer publishes in
+// between: every request is announced once, in the log's order, and the
+// wallet messages are all there.
+func TestRacingPublishersWithWalletNotificationsInBetweenAnnounceEachEventOnceInOrder(t *testing.T) {
+	h := newHarness(t)
+	h.credit("acme", "1000")
+	h.credit("bolt", "1000")
+	a := notify.NewWalletAnnouncer(h.js, h.stream, nil)
+	pa, stopA := h.run()
+	defer stopA()
+	pb, stopB := h.run()
+	defer stopB()
+	const requests = 24
+	for i := range requests {
+		h.request([]string{"acme", "bolt"}[i%2], "1")
+		if i%3 == 2 {
+			typ := hotwallet.ChangeLow
+			if i%6 == 5 {
+				typ = hotwallet.ChangeRecovered
+			}
+			if ok, err := a.Announce(t.Context(), walletNote(typ, "USDT")); !ok || err != nil {
+				t.Fatalf("announce %s: %v %v", typ, ok, err)
+			}
+		}
+	}
+	h.caughtUp(pa)
+	h.caughtUp(pb)
+	var last uint64
+	ids := map[string]bool{}
+	withdrawals := 0
+	for _, m := range h.all() {
+		if !strings.HasPrefix(m.Subject, notify.SubjectPrefix+".") {
+			continue
+		}
+		withdrawals++
+		src, err := strconv.ParseUint(m.Header.Get(notify.HeaderSourceSeq), 10, 64)
+		if err != nil || src <= last {
+			t.Fatalf("message %d announces log sequence %s after %d: out of order or repeated", m.Sequence, m.Header.Get(notify.HeaderSourceSeq), last)
+		}
+		last = src
+		id := m.Header.Get(nats.MsgIdHdr)
+		if ids[id] {
+			t.Fatalf("event %s announced twice", id)
+		}
+		ids[id] = true
+	}
+	if withdrawals != requests || pa.Published()+pb.Published() != requests || len(h.walletSeen()) != requests/3 {
+		t.Fatalf("%d withdrawal notifications, published %d+%d, %d wallet messages; want %d, %d in all, %d",
+			withdrawals, pa.Published(), pb.Published(), len(h.walletSeen()), requests, requests, requests/3)
 	}
 }
