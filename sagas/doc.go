@@ -7,7 +7,12 @@
 //     with optimistic concurrency. Update* retries a lost race by deciding
 //     again (intake, ledger, operators); AppendWithdrawalAt does not — it is
 //     the broadcast worker's fence: a worker whose stream moved on is
-//     refused and stops before any network call.
+//     refused and stops before any network call. Accounts load from a
+//     snapshot and the events after it (snapshots.go in memory,
+//     durable_snapshots.go in KV WEIR_SNAPSHOTS, tagged with the event key
+//     and never trusted over the log); the live account state forgets
+//     finished reservations, so ReserveFor (reserve.go) asks the
+//     withdrawal's own stream whether it was already reserved.
 //   - Intake is what both transports call: request (idempotent by
 //     operation id), approve, cancel, credit, reads, policy.
 //   - Ledger is the saga that keeps accounts in step with withdrawals
@@ -32,9 +37,13 @@
 //     sending those bytes, and fail only once the chain-time proof below
 //     shows they can never land, since another node may still take them;
 //     ambiguous → reconcile by txid); resends the same bytes while they can
-//     still land; and builds a new envelope only with a chain-time proof
-//     (solid block time ≥ expiration + margin, and the node does not know
-//     the txid) recorded as evidence in the rebuilt event. Each state's
+//     still land; and builds a new envelope only with a proof recorded in
+//     the rebuilt event: a chain-time proof of death (every solid block up
+//     to expiration + margin scanned, none holds the txid) or a failing
+//     receipt (OUT_OF_ENERGY/REVERT) read again from its solid block — the
+//     latter only once the send gate (sendgate.go) says the hot wallet can
+//     pay. The gate also holds approved withdrawals back while the wallet
+//     cannot pay; it never holds one already broadcast. Each state's
 //     handler is its own recovery procedure: there is no reaper and no
 //     startup scan. Crash points (crash.go) let tests kill a worker
 //     between any two of these steps.
