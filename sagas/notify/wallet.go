@@ -57,15 +57,6 @@ func walletTopic(c hotwallet.Change) (topic, state string, err error) {
 	return topic, state, nil
 }
 
-// WalletSubject is where a change is announced.
-func WalletSubject(c hotwallet.Change) (string, error) {
-	topic, state, err := walletTopic(c)
-	if err != nil {
-		return "", err
-	}
-	return WalletSubjectPrefix + "." + topic + "." + state, nil
-}
-
 // WalletAnnouncer publishes the hot-wallet monitor's changes to
 // WEIR_NOTIFY, once per change of the announced state however many weir
 // processes watch the wallet.
