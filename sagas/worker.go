@@ -49,7 +49,12 @@ const (
 	DefaultMaxAttempts      = 3
 	DefaultPollInterval     = time.Second
 	DefaultNodeTimeout      = 10 * time.Second
-	DefaultInflight         = 64
+	// DefaultInflight: at a hosted node's 100–300 ms round trip, 256
+	// drives at once let one worker start ~850–2,500 sends a second,
+	// more than it can sign and append on two cores (~1,200/s); 64 held
+	// it at ~210–640. --node-rps and --node-concurrency bound what
+	// reaches the node.
+	DefaultInflight = 256
 )
 
 // WorkerConfig configures one broadcast worker. ID, Repo, Node, Signer and

@@ -112,6 +112,12 @@ type serveConfig struct {
 // reaches a running one within this long.
 const defaultConfigMaxAge = time.Second
 
+// defaultNodeConcurrency bounds the node calls in flight from one process:
+// as many as one worker drives at once (sagas.DefaultInflight), so a lone
+// worker's pipeline is not cut short; --node-rps is what a rate-limited
+// hosted endpoint needs.
+const defaultNodeConcurrency = sagas.DefaultInflight
+
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	c := &serveConfig{configMaxAge: defaultConfigMaxAge}
 	fs := newFlagSet("serve", "serve [flags]", stderr)
@@ -124,9 +130,9 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.Sync, "sync", "always", "always: fsync every write; lazy: JetStream's default interval")
 	fs.IntVar(&c.Workers, "workers", 2, "broadcast saga workers in this process")
 	fs.IntVar(&c.SnapshotEvery, "snapshot-every", sagas.DefaultSnapshotEvery, "account events between two durable snapshots of an account in KV "+sagas.SnapshotBucket+" (tagged with the event key, verified against the log on load; -1 = none)")
-	fs.IntVar(&c.Inflight, "inflight", 64, "withdrawals each broadcast worker drives at once (node calls for different withdrawals overlap)")
+	fs.IntVar(&c.Inflight, "inflight", sagas.DefaultInflight, "withdrawals each broadcast worker drives at once (node calls for different withdrawals overlap)")
 	fs.Float64Var(&c.NodeRPS, "node-rps", 0, "TRON node calls started per second by this process, all workers together (0 = no limit; a hosted endpoint wants one)")
-	fs.IntVar(&c.NodeConcurrency, "node-concurrency", 64, "TRON node calls in flight at once from this process (0 = no limit)")
+	fs.IntVar(&c.NodeConcurrency, "node-concurrency", defaultNodeConcurrency, "TRON node calls in flight at once from this process (0 = no limit)")
 	fs.StringVar(&c.Principals, "principals", "", "JSON principals file [{name,token,roles}] (default: dev principals)")
 	fs.StringVar(&c.Policy, "policy", "", "JSON approval policy file {name,rules:[{name,threshold,approvers}]} (default: four-eyes above 1000)")
 	fs.IntVar(&c.PolicyQuorum, "policy-quorum", 0, "distinct operators a policy change needs before it takes effect, the proposer counting as one (0 = 2; 1 in dev mode)")
