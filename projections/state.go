@@ -437,6 +437,12 @@ func sameReservation(x, y aggregate.Reservation) bool {
 func cloneWithdrawal(w aggregate.Withdrawal) aggregate.Withdrawal {
 	w.Approvals = slices.Clone(w.Approvals)
 	w.Retired = slices.Clone(w.Retired)
+	w.Receipts = slices.Clone(w.Receipts)
+	w.AppliedRules = slices.Clone(w.AppliedRules)
+	if w.WindowSum != nil {
+		sum := *w.WindowSum
+		w.WindowSum = &sum
+	}
 	if w.Invalidation != nil {
 		inv := *w.Invalidation
 		w.Invalidation = &inv

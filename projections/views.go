@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-payouts/weir/aggregate"
+	"github.com/weir-payouts/weir/eventstore"
 )
 
 // Every view takes the read lock, copies what it returns and sorts it, so a
@@ -38,6 +39,23 @@ func (p *Projector) Ready(now time.Time) []aggregate.Withdrawal {
 		return cmpTimeThenID(x.ApprovedAt, y.ApprovedAt, x.ID, y.ID)
 	})
 	return out
+}
+
+// Folded returns open withdrawal id as this projector folded it, with the
+// position of the last event it folded (sagas.Folder): a worker starts from
+// it and reads from the log only what came after — the subject's last
+// event, when nothing did — instead of every event from the first. The
+// state is the same fold of the same verified records a load makes, and
+// the reader checks that the log passes through the position. False when
+// the withdrawal is not open here (never seen, or ended).
+func (p *Projector) Folded(id string) (aggregate.Withdrawal, eventstore.Position, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	o, ok := p.st.withdrawals[id]
+	if !ok || o.seq == 0 {
+		return aggregate.Withdrawal{}, eventstore.Position{}, false
+	}
+	return cloneWithdrawal(o.w), eventstore.Position{Sequence: o.seq, Version: o.w.Version}, true
 }
 
 // ReadyIDs appends to dst the ids Ready(now) lists, in the same order,

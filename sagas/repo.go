@@ -320,6 +320,18 @@ func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal,
 	return load(ctx, r, withdrawalKind, id, false)
 }
 
+// WithdrawalSince returns a withdrawal folded from known, its state at
+// position at (a projector's fold, say), and the events after it: one read
+// of the subject's last event when nothing came since. If the log does not
+// pass through at, the withdrawal is folded from its first event instead.
+func (r *Repo) WithdrawalSince(ctx context.Context, id string, known aggregate.Withdrawal, at eventstore.Position) (aggregate.Withdrawal, eventstore.Position, error) {
+	w, pos, err := loadFrom(ctx, r, withdrawalKind, id, false, known, at)
+	if errors.Is(err, eventstore.ErrSnapshotMismatch) {
+		return r.Withdrawal(ctx, id)
+	}
+	return w, pos, err
+}
+
 // WithdrawalRecords returns a withdrawal's raw records (for its event list
 // and for audit).
 func (r *Repo) WithdrawalRecords(ctx context.Context, id string) ([]eventstore.Record, error) {

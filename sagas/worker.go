@@ -41,6 +41,15 @@ type IDLister interface {
 	InFlightIDs(now time.Time, worker string, dst []string) []string
 }
 
+// Folder is what a Work lister may also offer: an open withdrawal as it
+// folded it and the position of the last event folded. A worker taking a
+// withdrawal it does not hold starts from there (Repo.WithdrawalSince)
+// instead of reading every event of the stream; the append that follows
+// is fenced by the position the read ends at, as after any load.
+type Folder interface {
+	Folded(id string) (aggregate.Withdrawal, eventstore.Position, bool)
+}
+
 // Defaults of WorkerConfig.
 const (
 	DefaultLease            = 30 * time.Second
@@ -612,7 +621,7 @@ func (wk *Worker) driveTaken(ctx context.Context, id string) (bool, error) {
 	f, ok := wk.held[id]
 	wk.mu.Unlock()
 	if !ok {
-		w, pos, err := wk.cfg.Repo.Withdrawal(ctx, id)
+		w, pos, err := wk.load(ctx, id)
 		if err != nil {
 			return false, fmt.Errorf("load withdrawal %s: %w", id, err)
 		}
@@ -634,6 +643,17 @@ func (wk *Worker) driveTaken(ctx context.Context, id string) (bool, error) {
 	}
 	wk.mu.Unlock()
 	return f.moved > 0, err
+}
+
+// load reads a withdrawal this worker does not hold: from the Work lister's
+// fold when it offers one (Folder), else from the first event.
+func (wk *Worker) load(ctx context.Context, id string) (aggregate.Withdrawal, eventstore.Position, error) {
+	if f, ok := wk.cfg.Work.(Folder); ok {
+		if w, at, ok := f.Folded(id); ok {
+			return wk.cfg.Repo.WithdrawalSince(ctx, id, w, at)
+		}
+	}
+	return wk.cfg.Repo.Withdrawal(ctx, id)
 }
 
 // driveFlight runs handlers; keep reports whether the worker still holds
