@@ -120,6 +120,10 @@ func (l *Limited) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxIn
 	return limit(l, ctx, func() ([]TxInfo, error) { return l.node.SolidTxInfosByBlockNum(ctx, num) })
 }
 
+func (l *Limited) TxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
+	return limit(l, ctx, func() ([]TxInfo, error) { return l.node.TxInfosByBlockNum(ctx, num) })
+}
+
 // Genesis and SolidBlockTransfers pass the chain reads (the audit's) on
 // under the same budget when the wrapped node is a ChainReader; otherwise
 // they answer ErrNotSupported without spending it.

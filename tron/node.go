@@ -37,6 +37,14 @@ type Node interface {
 	// java-tron answers [] for a block it does not have, so an empty (or
 	// short) list proves nothing: compare it with SolidBlockByNum's TxIDs.
 	SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error)
+	// TxInfosByBlockNum returns the receipts of every transaction in block
+	// num as the node's head view holds it, solid or not (one call per
+	// block; java-tron's /wallet/gettransactioninfobyblocknum). A block
+	// that is not solid yet can still be replaced in a fork, so what it
+	// holds is a hint that a transaction was included, never proof of
+	// anything; and java-tron answers [] for a block it does not have (past
+	// its head, say), so an empty list proves nothing either.
+	TxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error)
 }
 
 // Block is a solid block as the solidity view serves it.

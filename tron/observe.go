@@ -21,6 +21,7 @@ const (
 	NodeRefBlock               NodeMethod = "RefBlock"
 	NodeSolidBlockByNum        NodeMethod = "SolidBlockByNum"
 	NodeSolidTxInfosByBlockNum NodeMethod = "SolidTxInfosByBlockNum"
+	NodeTxInfosByBlockNum      NodeMethod = "TxInfosByBlockNum"
 
 	// WalletReader and ChainReader methods.
 	NodeTokenBalance           NodeMethod = "TokenBalance"
@@ -147,6 +148,10 @@ func (o *Observed) SolidBlockByNum(ctx context.Context, num int64) (Block, error
 
 func (o *Observed) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
 	return observe(o, ctx, NodeSolidTxInfosByBlockNum, func() ([]TxInfo, error) { return o.Node.SolidTxInfosByBlockNum(ctx, num) })
+}
+
+func (o *Observed) TxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
+	return observe(o, ctx, NodeTxInfosByBlockNum, func() ([]TxInfo, error) { return o.Node.TxInfosByBlockNum(ctx, num) })
 }
 
 func (o *Observed) wallet() (WalletReader, error) {

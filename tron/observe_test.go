@@ -43,8 +43,9 @@ func TestObservedCountsEveryMethodPerWorkerAndBeforeCanRefuse(t *testing.T) {
 	_, _ = o.RefBlock(ctx)
 	_, _ = o.SolidBlockByNum(ctx, 1)
 	_, _ = o.SolidTxInfosByBlockNum(ctx, 1)
+	_, _ = o.TxInfosByBlockNum(ctx, 1)
 	want := []tron.NodeMethod{tron.NodeBroadcast, tron.NodeLookup, tron.NodeSolidLookup, tron.NodeHead,
-		tron.NodeSolidHead, tron.NodeRefBlock, tron.NodeSolidBlockByNum, tron.NodeSolidTxInfosByBlockNum}
+		tron.NodeSolidHead, tron.NodeRefBlock, tron.NodeSolidBlockByNum, tron.NodeSolidTxInfosByBlockNum, tron.NodeTxInfosByBlockNum}
 	if len(seen) != len(want) {
 		t.Fatalf("hooks saw %v, want %v", seen, want)
 	}
@@ -53,8 +54,8 @@ func TestObservedCountsEveryMethodPerWorkerAndBeforeCanRefuse(t *testing.T) {
 			t.Fatalf("hooks saw %v, want %v", seen, want)
 		}
 	}
-	if o.Calls("w1") != 8 || o.Calls("w2") != 0 {
-		t.Fatalf("calls w1=%d w2=%d, want 8 and 0", o.Calls("w1"), o.Calls("w2"))
+	if o.Calls("w1") != 9 || o.Calls("w2") != 0 {
+		t.Fatalf("calls w1=%d w2=%d, want 9 and 0", o.Calls("w1"), o.Calls("w2"))
 	}
 	if len(sim.BroadcastLog()) != 1 {
 		t.Fatalf("broadcast log %d, want the one call", len(sim.BroadcastLog()))
@@ -63,7 +64,7 @@ func TestObservedCountsEveryMethodPerWorkerAndBeforeCanRefuse(t *testing.T) {
 	if _, err := o.Broadcast(off, tron.SignedTx{Raw: []byte{1}}); !errors.Is(err, refuse) {
 		t.Fatalf("refused broadcast: %v", err)
 	}
-	if len(sim.BroadcastLog()) != 1 || o.Calls("offline") != 1 || o.Total() != 9 || afterErrs != 1 {
+	if len(sim.BroadcastLog()) != 1 || o.Calls("offline") != 1 || o.Total() != 10 || afterErrs != 1 {
 		t.Fatalf("refused call reached the node (log %d) or was not counted (offline %d, total %d, after errs %d)",
 			len(sim.BroadcastLog()), o.Calls("offline"), o.Total(), afterErrs)
 	}

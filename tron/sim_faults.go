@@ -12,7 +12,7 @@ type Channel string
 
 const (
 	ChannelBroadcast Channel = "broadcast" // Broadcast
-	ChannelLookup    Channel = "lookup"    // Lookup, SolidLookup, SolidBlockByNum, SolidTxInfosByBlockNum
+	ChannelLookup    Channel = "lookup"    // Lookup, SolidLookup, SolidBlockByNum, SolidTxInfosByBlockNum, TxInfosByBlockNum
 	ChannelHead      Channel = "head"      // Head, SolidHead, RefBlock
 )
 
@@ -55,8 +55,8 @@ const (
 	// FaultOutOfEnergy: accepted and included, with receipt OUT_OF_ENERGY.
 	FaultOutOfEnergy Fault = "out_of_energy"
 
-	// FaultLookupTimeout: Lookup, SolidLookup, SolidBlockByNum or
-	// SolidTxInfosByBlockNum times out.
+	// FaultLookupTimeout: Lookup, SolidLookup, SolidBlockByNum,
+	// SolidTxInfosByBlockNum or TxInfosByBlockNum times out.
 	FaultLookupTimeout Fault = "lookup_timeout"
 	// FaultLookupNonAnswer: the same calls get an answer that is not an
 	// answer — a gateway's HTTP 200 {"statusCode":429,...} in front of the

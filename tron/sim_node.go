@@ -280,12 +280,37 @@ func (s *SimNode) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]TxIn
 	if err := s.solidCheck(num); err != nil {
 		return nil, err
 	}
+	return s.infos(num), nil
+}
+
+// infos lists the receipts of block num, in inclusion order ([] for none).
+// Caller holds s.mu.
+func (s *SimNode) infos(num int64) []TxInfo {
 	txs := s.byBlock[num]
 	out := make([]TxInfo, 0, len(txs))
 	for _, tx := range txs {
 		out = append(out, tx.info())
 	}
-	return out, nil
+	return out
+}
+
+// TxInfosByBlockNum returns the receipts of block num's transactions, in
+// inclusion order, whether the block is solid or not; [] for a block past
+// the head or before the first (java-tron's answer for a block it does
+// not have). The simulated chain never forks, but a real head block can.
+func (s *SimNode) TxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.lookupFault(fmt.Sprintf("tx infos of head block %d", num)); err != nil {
+		return nil, err
+	}
+	if num < s.startNumber || num > s.head {
+		return []TxInfo{}, nil
+	}
+	return s.infos(num), nil
 }
 
 // solidCheck refuses a block that is not solid. Block 0 (the genesis) is

@@ -136,11 +136,16 @@ func (b *Balanced) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tro
 	return b.pick(tron.NodeSolidTxInfosByBlockNum).SolidTxInfosByBlockNum(ctx, num)
 }
 
+func (b *Balanced) TxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	return b.pick(tron.NodeTxInfosByBlockNum).TxInfosByBlockNum(ctx, num)
+}
+
 // Lagging is a backend that has seen Sim's chain only up to Behind blocks
 // before its head, as a slow full node behind a load balancer has. It
 // answers honestly from that view: transactions in blocks it has not seen
-// are unknown, solid blocks it lacks are tron.ErrBlockNotSolid, and their
-// receipts [] (java-tron's answer for a block it does not have). Broadcasts
+// are unknown, solid blocks it lacks are tron.ErrBlockNotSolid, and the
+// receipts of a block it lacks (solid or head) [] (java-tron's answer for
+// a block it does not have). Broadcasts
 // go through to the chain (a backend relays them). Every call consumes the
 // same faults of Sim as the call would on Sim itself.
 type Lagging struct {
@@ -213,6 +218,14 @@ func (l *Lagging) SolidBlockByNum(ctx context.Context, num int64) (tron.Block, e
 func (l *Lagging) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
 	infos, err := l.Sim.SolidTxInfosByBlockNum(ctx, num)
 	if err == nil && num > l.solid() {
+		return []tron.TxInfo{}, nil
+	}
+	return infos, err
+}
+
+func (l *Lagging) TxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	infos, err := l.Sim.TxInfosByBlockNum(ctx, num)
+	if err == nil && num > l.head() {
 		return []tron.TxInfo{}, nil
 	}
 	return infos, err

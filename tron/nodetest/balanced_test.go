@@ -43,6 +43,9 @@ func TestLaggingBackendHonestlyDoesNotKnowWhatItHasNotSeen(t *testing.T) {
 	if infos, err := lag.SolidTxInfosByBlockNum(ctx, solid.Number); err != nil || len(infos) != 0 {
 		t.Fatalf("receipts of a block the backend lacks: %+v, %v; want [] as java-tron answers", infos, err)
 	}
+	if infos, err := lag.TxInfosByBlockNum(ctx, sim.CurrentHead().Number); err != nil || len(infos) != 0 {
+		t.Fatalf("receipts of a head block the backend lacks: %+v, %v; want []", infos, err)
+	}
 	if b, err := lag.SolidBlockByNum(ctx, solid.Number-60); err != nil || b.Header.Number != solid.Number-60 {
 		t.Fatalf("block it has: %+v, %v", b, err)
 	}

@@ -43,6 +43,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"BroadcastLogNamesTheWorker", testWorkerLog},
 		{"SolidBlockListsItsTransactionsAndReceipts", testSolidBlock},
 		{"BlockNotYetSolidIsErrBlockNotSolidNeverAnEmptyBlock", testBlockNotSolid},
+		{"HeadBlockListsItsReceiptsBeforeItIsSolid", testHeadBlockReceipts},
 		{"GatewayNonAnswerIsErrBadResponseNeverUnknown", testNonAnswer},
 	}
 	for _, tc := range tests {
@@ -406,14 +407,17 @@ func testQueryTimeouts(t *testing.T, newHarness Factory) {
 		t.Fatalf("after the script: %v", err)
 	}
 	solid := f.h.Sim.CurrentSolidHead().Number
-	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupTimeout, tron.FaultLookupTimeout)
+	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupTimeout, tron.FaultLookupTimeout, tron.FaultLookupTimeout)
 	if _, err := f.h.Node.SolidBlockByNum(f.ctx, solid); !errors.Is(err, tron.ErrTimeout) {
 		t.Fatalf("solid block: %v", err)
 	}
 	if _, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, solid); !errors.Is(err, tron.ErrTimeout) {
 		t.Fatalf("solid tx infos: %v", err)
 	}
-	if got := f.h.Sim.FaultCounts(); got[tron.FaultHeadTimeout] != 3 || got[tron.FaultLookupTimeout] != 4 {
+	if _, err := f.h.Node.TxInfosByBlockNum(f.ctx, f.h.Sim.CurrentHead().Number); !errors.Is(err, tron.ErrTimeout) {
+		t.Fatalf("head block tx infos: %v", err)
+	}
+	if got := f.h.Sim.FaultCounts(); got[tron.FaultHeadTimeout] != 3 || got[tron.FaultLookupTimeout] != 5 {
 		t.Fatalf("fault counts %v", got)
 	}
 }
@@ -549,12 +553,20 @@ func testWorkerLog(t *testing.T, newHarness Factory) {
 	}
 }
 
-func testSolidBlock(t *testing.T, newHarness Factory) {
-	f := newFixture(t, newHarness, tron.SimConfig{})
-	ok, reverted := f.signed(), f.signed()
+// successThenRevert sends two transfers into the pool: one that will
+// succeed, then one the chain will revert.
+func (f *fixture) successThenRevert() (ok, reverted tron.SignedTx) {
+	f.t.Helper()
+	ok, reverted = f.signed(), f.signed()
 	f.broadcast(ok)
 	f.h.Sim.Script(tron.ChannelBroadcast, tron.FaultRevert)
 	f.broadcast(reverted)
+	return ok, reverted
+}
+
+func testSolidBlock(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{})
+	ok, reverted := f.successThenRevert()
 	block := f.h.Sim.Advance(1)
 	f.h.Sim.Advance(tron.DefaultSolidityLag + 1) // block and the empty one after it are solid
 
@@ -570,21 +582,7 @@ func testSolidBlock(t *testing.T, newHarness Factory) {
 	if len(b.TxIDs) != 2 || b.TxIDs[0] != want[0] || b.TxIDs[1] != want[1] {
 		t.Fatalf("block txids %x, want %x", b.TxIDs, want)
 	}
-	infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(infos) != 2 {
-		t.Fatalf("%d infos, want 2: %+v", len(infos), infos)
-	}
-	for i, in := range infos {
-		if in.TxID != want[i] || in.BlockNumber != block.Number || in.BlockTime != block.Timestamp || in.FeeSun <= 0 {
-			t.Fatalf("info %d: %+v, want %x in block %d at %d with a fee", i, in, want[i], block.Number, block.Timestamp)
-		}
-	}
-	if infos[0].Receipt != tron.ReceiptSuccess || infos[1].Receipt != tron.ReceiptRevert || infos[1].Message == "" {
-		t.Fatalf("receipts %q, %q (%q), want SUCCESS then REVERT with a message", infos[0].Receipt, infos[1].Receipt, infos[1].Message)
-	}
+	wantSuccessThenRevert(t, block, want)(f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number))
 
 	empty, err := f.h.Node.SolidBlockByNum(f.ctx, block.Number+1)
 	if err != nil || empty.Header.Number != block.Number+1 || empty.ParentID != block.ID || len(empty.TxIDs) != 0 {
@@ -618,11 +616,59 @@ func testBlockNotSolid(t *testing.T, newHarness Factory) {
 	}
 }
 
+// wantSuccessThenRevert returns a check that a receipts answer lists
+// want (a SUCCESS then a REVERT with its message) in block, with fees.
+func wantSuccessThenRevert(t *testing.T, block tron.BlockHeader, want [][32]byte) func([]tron.TxInfo, error) {
+	return func(infos []tron.TxInfo, err error) {
+		t.Helper()
+		if err != nil || len(infos) != len(want) {
+			t.Fatalf("infos of block %d: %+v, %v; want %d", block.Number, infos, err, len(want))
+		}
+		for i, in := range infos {
+			if in.TxID != want[i] || in.BlockNumber != block.Number || in.BlockTime != block.Timestamp || in.FeeSun <= 0 {
+				t.Fatalf("info %d: %+v, want %x in block %d at %d with a fee", i, in, want[i], block.Number, block.Timestamp)
+			}
+		}
+		if infos[0].Receipt != tron.ReceiptSuccess || infos[1].Receipt != tron.ReceiptRevert || infos[1].Message == "" {
+			t.Fatalf("receipts %q, %q (%q), want SUCCESS then REVERT with a message", infos[0].Receipt, infos[1].Receipt, infos[1].Message)
+		}
+	}
+}
+
+// testHeadBlockReceipts: the head view lists a block's receipts as soon
+// as the block exists — what a worker's head scan reads to learn that a
+// transaction was included (not dropped) long before it is solid — and
+// answers [] for a block past the head, as java-tron does. Once the block
+// is solid both views say the same.
+func testHeadBlockReceipts(t *testing.T, newHarness Factory) {
+	f := newFixture(t, newHarness, tron.SimConfig{})
+	ok, reverted := f.successThenRevert()
+	if infos, err := f.h.Node.TxInfosByBlockNum(f.ctx, f.h.Sim.CurrentHead().Number+1); err != nil || len(infos) != 0 {
+		t.Fatalf("infos of the block after the head: %+v, %v; want []", infos, err)
+	}
+	block := f.h.Sim.Advance(1) // holds both, not solid
+	if infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number); len(infos) != 0 || (err != nil && !errors.Is(err, tron.ErrBlockNotSolid)) {
+		t.Fatalf("solid infos of a head block: %+v, %v", infos, err)
+	}
+	check := wantSuccessThenRevert(t, block, [][32]byte{ok.TxID(), reverted.TxID()})
+	check(f.h.Node.TxInfosByBlockNum(f.ctx, block.Number))
+	if infos, err := f.h.Node.TxInfosByBlockNum(f.ctx, block.Number+1); err != nil || len(infos) != 0 {
+		t.Fatalf("infos past the head: %+v, %v; want []", infos, err)
+	}
+	f.h.Sim.Advance(tron.DefaultSolidityLag + 1)
+	if infos, err := f.h.Node.TxInfosByBlockNum(f.ctx, block.Number+1); err != nil || len(infos) != 0 {
+		t.Fatalf("infos of an empty block: %+v, %v", infos, err)
+	}
+	check(f.h.Node.TxInfosByBlockNum(f.ctx, block.Number))
+	check(f.h.Node.SolidTxInfosByBlockNum(f.ctx, block.Number))
+}
+
 func testNonAnswer(t *testing.T, newHarness Factory) {
 	f := newFixture(t, newHarness, tron.SimConfig{})
 	var txid [32]byte
 	solid := f.h.Sim.CurrentSolidHead().Number
-	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer)
+	f.h.Sim.Script(tron.ChannelLookup, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer, tron.FaultLookupNonAnswer,
+		tron.FaultLookupNonAnswer)
 	if st, err := f.h.Node.Lookup(f.ctx, txid); !errors.Is(err, tron.ErrBadResponse) {
 		t.Fatalf("lookup: %v, %v; want ErrBadResponse", st, err)
 	}
@@ -635,10 +681,13 @@ func testNonAnswer(t *testing.T, newHarness Factory) {
 	if infos, err := f.h.Node.SolidTxInfosByBlockNum(f.ctx, solid); !errors.Is(err, tron.ErrBadResponse) {
 		t.Fatalf("solid tx infos: %+v, %v; want ErrBadResponse", infos, err)
 	}
+	if infos, err := f.h.Node.TxInfosByBlockNum(f.ctx, f.h.Sim.CurrentHead().Number); !errors.Is(err, tron.ErrBadResponse) {
+		t.Fatalf("head block tx infos: %+v, %v; want ErrBadResponse", infos, err)
+	}
 	if st := f.solidLookup(txid); st.State != tron.TxUnknown {
 		t.Fatalf("after the script: %v", st)
 	}
-	if got := f.h.Sim.FaultCounts()[tron.FaultLookupNonAnswer]; got != 4 {
-		t.Fatalf("%d non-answers injected, want 4", got)
+	if got := f.h.Sim.FaultCounts()[tron.FaultLookupNonAnswer]; got != 5 {
+		t.Fatalf("%d non-answers injected, want 5", got)
 	}
 }

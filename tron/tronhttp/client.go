@@ -466,7 +466,18 @@ func (c *Client) solidBlock(ctx context.Context, num int64) (tron.Block, blockRe
 // java-tron answers [] for a block it does not have as for an empty one, so
 // the list proves nothing about absence (see tron.Node).
 func (c *Client) SolidTxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
-	const path = "/walletsolidity/gettransactioninfobyblocknum"
+	return c.txInfosByBlockNum(ctx, "/walletsolidity/gettransactioninfobyblocknum", num)
+}
+
+// TxInfosByBlockNum asks /wallet/gettransactioninfobyblocknum: the same
+// answer for a block of the full node's head view, solid or not. A block
+// not solid yet can be replaced in a fork, and [] is also the answer for
+// a block the node does not have: a hint, never proof (see tron.Node).
+func (c *Client) TxInfosByBlockNum(ctx context.Context, num int64) ([]tron.TxInfo, error) {
+	return c.txInfosByBlockNum(ctx, "/wallet/gettransactioninfobyblocknum", num)
+}
+
+func (c *Client) txInfosByBlockNum(ctx context.Context, path string, num int64) ([]tron.TxInfo, error) {
 	data, err := c.call(ctx, path, numRequest{Num: num})
 	if err != nil {
 		return nil, err

@@ -34,6 +34,7 @@ var simWitness = tron.MustParseAddress("TLyqzVGLV1srkB7dToTAEqgDSfPtXRJZYH")
 //	POST /walletsolidity/getblockbynum        {"num": n}          → {} or the block with "transactions":[{"txID",...}]
 //	POST /walletsolidity/gettransactioninfobyblocknum {"num": n}  → [] or [{"id","blockNumber","fee","receipt",...}]
 //	     (/walletsolidity/getblockbynum {"num": 0} is the genesis block)
+//	POST /wallet/gettransactioninfobyblocknum {"num": n}          → the same for any block up to the head, solid or not
 //	POST /wallet/triggerconstantcontract      {"owner_address","contract_address","function_selector","parameter"}
 //	     → {"result":{"result":true},"energy_used","constant_result":[hex]} for balanceOf(address) and
 //	       transfer(address,uint256); a transfer the owner cannot cover says "REVERT opcode executed"
@@ -65,6 +66,7 @@ func NewHandler(sim *tron.SimNode) http.Handler {
 	mux.HandleFunc("/walletsolidity/getnowblock", h.nowBlock(true))
 	mux.HandleFunc("/walletsolidity/getblockbynum", h.solidBlockByNum)
 	mux.HandleFunc("/walletsolidity/gettransactioninfobyblocknum", h.solidTxInfosByBlockNum)
+	mux.HandleFunc("/wallet/gettransactioninfobyblocknum", h.txInfosByBlockNum)
 	mux.HandleFunc("/wallet/triggerconstantcontract", h.triggerConstant)
 	mux.HandleFunc("/wallet/getaccount", h.getAccount)
 	mux.HandleFunc("/wallet/getaccountresource", h.getAccountResource)
@@ -414,11 +416,31 @@ func (h *handler) solidTxInfosByBlockNum(w http.ResponseWriter, r *http.Request)
 		writeNodeError(w, err)
 		return
 	}
+	h.writeInfos(w, infos)
+}
+
+// writeInfos answers a block's receipts as a JSON list ([] for none).
+func (h *handler) writeInfos(w http.ResponseWriter, infos []tron.TxInfo) {
 	out := make([]transactionInfo, 0, len(infos))
 	for _, in := range infos {
 		out = append(out, h.info(in))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// txInfosByBlockNum answers for any block up to the head, solid or not,
+// and [] for an empty block and for one past the head, as java-tron does.
+func (h *handler) txInfosByBlockNum(w http.ResponseWriter, r *http.Request) {
+	num, ok := h.num(w, r)
+	if !ok {
+		return
+	}
+	infos, err := h.sim.TxInfosByBlockNum(workerContext(r), num)
+	if err != nil {
+		writeNodeError(w, err)
+		return
+	}
+	h.writeInfos(w, infos)
 }
 
 // renderBlockHeader prints a block header as java-tron does (no parent hash:

@@ -91,7 +91,8 @@ func TestLookupPendingChecksTakeOnlyAnEmptyObjectAsAbsent(t *testing.T) {
 func TestSolidBlockAndReceiptsRejectNonAnswers(t *testing.T) {
 	ctx := context.Background()
 	for name, body := range nonAnswers {
-		c := stubPaths(t, map[string]string{"/walletsolidity/getblockbynum": body, "/walletsolidity/gettransactioninfobyblocknum": body})
+		c := stubPaths(t, map[string]string{"/walletsolidity/getblockbynum": body, "/walletsolidity/gettransactioninfobyblocknum": body,
+			"/wallet/gettransactioninfobyblocknum": body})
 		if b, err := c.SolidBlockByNum(ctx, 5); !errors.Is(err, tron.ErrBadResponse) {
 			t.Fatalf("%s: block %+v, %v; want ErrBadResponse (only {} is ErrBlockNotSolid)", name, b, err)
 		}
@@ -100,6 +101,9 @@ func TestSolidBlockAndReceiptsRejectNonAnswers(t *testing.T) {
 		}
 		if infos, err := c.SolidTxInfosByBlockNum(ctx, 5); !errors.Is(err, tron.ErrBadResponse) {
 			t.Fatalf("%s: infos %+v, %v; want ErrBadResponse", name, infos, err)
+		}
+		if infos, err := c.TxInfosByBlockNum(ctx, 5); !errors.Is(err, tron.ErrBadResponse) {
+			t.Fatalf("%s: head block infos %+v, %v; want ErrBadResponse", name, infos, err)
 		}
 	}
 }
@@ -151,9 +155,10 @@ func TestSolidityCallsGoToTheSolidityNode(t *testing.T) {
 	_, _ = c.SolidLookup(ctx, txid)
 	_, _ = c.SolidBlockByNum(ctx, 3)
 	_, _ = c.SolidTxInfosByBlockNum(ctx, 3)
+	_, _ = c.TxInfosByBlockNum(ctx, 3)
 	fullPaths, _ := full.seen()
 	solidPaths, _ := solid.seen()
-	if len(fullPaths) != 4 || len(solidPaths) != 5 {
+	if len(fullPaths) != 5 || len(solidPaths) != 5 {
 		t.Fatalf("full node saw %v, solidity node saw %v", fullPaths, solidPaths)
 	}
 	for _, p := range fullPaths {
