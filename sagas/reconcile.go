@@ -47,16 +47,22 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 			}
 			return next, err
 		}
-		if wait && f.mem().seen[txid] {
-			return stepWait, nil // the block scan answers for it
+		if wait && (f.mem().seen[txid] || wk.chain.included(id)) {
+			// In a block since the send (a lookup said so, or the head
+			// block scan saw it): the solid block scan answers for it.
+			// Only a hint — a head block can be forked away — so nothing
+			// is recorded on it, and once the solid scan has passed the
+			// txid by watchSlack blocks without finding it, the lookups
+			// below decide.
+			return stepWait, nil
 		}
 		if wait {
 			// Until it is in a block: is it still in the pool? (A pool
 			// drops transactions; a dropped one is resent.) Asked only
-			// once the chain had time to include it, so a transaction
-			// that lands at once is found by the scan without a call of
-			// its own. Once in a block, the scan alone watches for it to
-			// become solid.
+			// once the chain had time to include it and only if no head
+			// block since the send held it, so a transaction that lands
+			// is found by the scans without a call of its own. Once in a
+			// block, the solid scan alone watches for it to become solid.
 			due, err := wk.dropCheckDue(ctx, f, txid)
 			if err != nil || !due {
 				return stepWait, err
@@ -101,7 +107,7 @@ func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 const dropCheckBlocks = 3
 
 // dropCheckDue reports whether to ask the node by txid about an accepted
-// transaction the block scan has not found yet: once dropCheckBlocks heads
+// transaction neither block scan has seen yet: once dropCheckBlocks heads
 // have passed since this worker's last send of it, then at most once per
 // head block. The head is the round's (read once per round for every
 // withdrawal of the round). A worker that does not remember the send asks

@@ -28,12 +28,32 @@ import (
 // scan has covered for watchSlack solid blocks without finding it, or one
 // registered behind blocks the scan no longer remembers, falls back to
 // those lookups too (a dropped transaction is found that way and resent).
+//
+// The head blocks are followed too, for a narrower question: was a txid
+// included at all, or dropped from the pool? Solid blocks trail the head
+// (~19 blocks on mainnet), so without it a worker would ask the node by
+// txid about every transaction it sent, once the transaction had had time
+// to land (see dropCheckBlocks): a lookup per withdrawal. One
+// TxInfosByBlockNum call per head block answers for every txid in flight;
+// a txid a head block held is marked included and is not asked about. A
+// head block is not final — a fork can replace it, a lagging backend can
+// answer [] for a block it lacks — so such a hit only spares that lookup:
+// nothing is confirmed, rebuilt or recorded on it (confirmation comes only
+// from the solid scan), and a txid marked included that never reaches a
+// solid block is asked about by txid once the solid scan has passed it by
+// watchSlack blocks, as any txid the scan does not find. The head scan
+// runs only while some txid is neither found nor marked included, starts
+// at the first block that can hold the earliest of them (never behind the
+// solid scan, which has matched those blocks already), and fetches at
+// most maxHeadScanPerFollow blocks per follow, the newest ones: a txid
+// whose block it skipped is asked about by txid, as before.
 type chainWatch struct {
-	mu      sync.Mutex
-	next    int64                   // the next solid block to fetch; 0 = nothing fetched yet
-	solid   int64                   // the solid head at the last follow
-	watched map[[32]byte]*watchedTx // txids sent by this worker, not found yet
-	recent  map[int64][][32]byte    // txids of recently scanned blocks, for late registrations
+	mu       sync.Mutex
+	next     int64                   // the next solid block to fetch; 0 = nothing fetched yet
+	solid    int64                   // the solid head at the last follow
+	headNext int64                   // the next head block to fetch; 0 = none since the head scan last had nothing to look for
+	watched  map[[32]byte]*watchedTx // txids sent by this worker, not found yet
+	recent   map[int64][][32]byte    // txids of recently scanned blocks, for late registrations
 }
 
 // watchedTx is one txid under watch.
@@ -41,6 +61,9 @@ type watchedTx struct {
 	from    int64        // the first block that can hold it
 	covered bool         // every block from `from` up to next-1 was scanned for it
 	found   *tron.TxInfo // its receipt, once a scanned block held it
+	// included: a head block at or after from held it — a hint that it
+	// left the pool for a block (not proof: the block may be forked away).
+	included bool
 }
 
 // watchSlack is how many solid blocks past the first one that could hold
@@ -51,6 +74,9 @@ const watchSlack = 5
 // recentBlocks bounds the scanned blocks remembered for registrations
 // that arrive behind the scan.
 const recentBlocks = 256
+
+// maxHeadScanPerFollow bounds the head blocks one follow fetches.
+const maxHeadScanPerFollow = 16
 
 func newChainWatch() *chainWatch {
 	return &chainWatch{watched: map[[32]byte]*watchedTx{}, recent: map[int64][][32]byte{}}
@@ -113,6 +139,65 @@ func (cw *chainWatch) status(txid [32]byte) (found *tron.TxInfo, wait bool) {
 		return &f, false
 	}
 	return nil, cw.solid < wt.from+watchSlack
+}
+
+// included reports whether a head block since txid's send held it (a
+// hint, see chainWatch): it was not dropped from the pool, so there is
+// nothing to ask the node by txid until the solid scan finds it.
+func (cw *chainWatch) included(txid [32]byte) bool {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	wt, ok := cw.watched[txid]
+	return ok && wt.included
+}
+
+// followHead fetches the head blocks that may hold a watched txid neither
+// found by the solid scan nor yet seen in a head block, up to the head
+// (read with head: the round's), at most maxHeadScanPerFollow of them,
+// and marks the txids they hold included. With no such txid it calls
+// nothing, not even the head.
+func (cw *chainWatch) followHead(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc),
+	head func(context.Context) (tron.BlockHeader, error)) error {
+	cw.mu.Lock()
+	from := int64(0)
+	for _, wt := range cw.watched {
+		if wt.covered && wt.found == nil && !wt.included && (from == 0 || wt.from < from) {
+			from = wt.from
+		}
+	}
+	if from == 0 {
+		cw.headNext = 0
+		cw.mu.Unlock()
+		return nil
+	}
+	cw.mu.Unlock()
+	h, err := head(ctx)
+	if err != nil {
+		return err
+	}
+	cw.mu.Lock()
+	// Not before the earliest block that can hold a txid looked for, nor
+	// before a block already fetched (from either view): the solid scan
+	// matched the blocks below its position against every watched txid.
+	next := max(from, cw.headNext, cw.next, h.Number-maxHeadScanPerFollow+1)
+	cw.mu.Unlock()
+	for n := next; n <= h.Number; n++ {
+		nctx, cancel := callCtx(ctx)
+		infos, err := node.TxInfosByBlockNum(nctx, n)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("receipts of head block %d: %w", n, err)
+		}
+		cw.mu.Lock()
+		for i := range infos {
+			if wt, ok := cw.watched[infos[i].TxID]; ok && n >= wt.from {
+				wt.included = true
+			}
+		}
+		cw.headNext = n + 1
+		cw.mu.Unlock()
+	}
+	return nil
 }
 
 // follow fetches the solid blocks from the scan position up to the solid

@@ -246,10 +246,11 @@ type txMemory struct {
 	// acceptance it finds), as after any crash.
 	accepted map[string]string
 	// seen: txids a lookup found included since this worker's send; until
-	// then the worker asks (was the transaction dropped?) once
-	// dropCheckBlocks heads have passed since its send and then at most
-	// once per head block (askedAt: the head of the last ask); after it
-	// only the block scan does.
+	// then, unless the head block scan saw the txid in a block since the
+	// send (chainWatch.included), the worker asks (was the transaction
+	// dropped?) once dropCheckBlocks heads have passed since its send and
+	// then at most once per head block (askedAt: the head of the last
+	// ask); after it only the block scan does.
 	seen    map[string]bool
 	askedAt map[string]int64
 }
@@ -477,10 +478,18 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 	return progressed, nil
 }
 
-// follow advances the block scan (watch.go); a failure only delays it.
+// follow advances the block scans (watch.go): the solid blocks, then the
+// head blocks (on the round's head) for the txids the solid scan has not
+// found yet. A failure only delays them.
 func (wk *Worker) follow(ctx context.Context) {
 	if err := wk.chain.follow(ctx, wk.cfg.Node, wk.nodeCtx); err != nil && ctx.Err() == nil {
 		wk.log.Warn("block scan will retry", "err", err)
+	}
+	head := func(ctx context.Context) (tron.BlockHeader, error) {
+		return wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
+	}
+	if err := wk.chain.followHead(ctx, wk.cfg.Node, wk.nodeCtx, head); err != nil && ctx.Err() == nil {
+		wk.log.Warn("head block scan will retry", "err", err)
 	}
 }
 
