@@ -21,6 +21,9 @@
 //   - Serving solid blocks with their transaction ids (Node.SolidBlockByNum),
 //     so that absence can be shown over blocks a backend really has
 //     (ErrBlockNotSolid when it has not), never by one lookup's "unknown".
+//     A head block's receipts (Node.TxInfosByBlockNum) are served too, for
+//     what they are: a hint that a transaction was included, which a fork
+//     can undo.
 //
 //   - Knowing the hot wallet and the chain (WalletReader, ChainReader):
 //     token balance, TRX, energy and bandwidth, the energy a transfer would
