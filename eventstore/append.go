@@ -126,7 +126,10 @@ func (s *Store) prepare(k Key, expected Position, events []Event) ([]*nats.Msg, 
 			m.Header.Set(HeaderPrevSeq, seq)
 		}
 		if s.cfg.Sealer != nil {
-			keyID, tag := s.cfg.Sealer.Seal(eventSealInput(subj, m.Header, m.Data))
+			buf := sealBufs.Get().(*[]byte)
+			*buf = eventSealInput(*buf, subj, m.Header, m.Data)
+			keyID, tag := s.cfg.Sealer.Seal(*buf)
+			sealBufs.Put(buf)
 			m.Header.Set(HeaderKeyID, keyID)
 			m.Header.Set(HeaderTag, hex.EncodeToString(tag))
 		}

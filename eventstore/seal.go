@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,6 +28,9 @@ const (
 // The store hands it opaque bytes (sealInput's encoding of an event); the
 // Sealer knows nothing about events either, so the same Sealer can
 // authenticate other derived data (checkpoints) under its own domain tag.
+//
+// msg is the caller's only for the call (the store builds it in a reused
+// buffer): an implementation must not keep it.
 type Sealer interface {
 	// Seal returns the id of the signing key and the tag over msg.
 	Seal(msg []byte) (keyID string, tag []byte)
@@ -46,6 +51,11 @@ const MinKeyBytes = 32
 type Keyring struct {
 	current string
 	keys    map[string][]byte
+
+	// macs holds, per key id, HMACs keyed with that key for reuse: every
+	// event read or written is tagged or checked, and a new HMAC hashes
+	// the key twice before the first byte of the message.
+	macs map[string]*sync.Pool
 }
 
 // NewKeyring returns a keyring signing with the key currentID. keys maps
@@ -54,7 +64,7 @@ func NewKeyring(currentID string, keys map[string][]byte) (*Keyring, error) {
 	if _, ok := keys[currentID]; !ok {
 		return nil, fmt.Errorf("eventstore: keyring: current key %q is not in the ring", currentID)
 	}
-	kr := &Keyring{current: currentID, keys: make(map[string][]byte, len(keys))}
+	kr := &Keyring{current: currentID, keys: make(map[string][]byte, len(keys)), macs: make(map[string]*sync.Pool, len(keys))}
 	for id, k := range keys {
 		if err := validHeaderValue(id); err != nil {
 			return nil, fmt.Errorf("eventstore: keyring: key id %q: %v", id, err)
@@ -62,7 +72,9 @@ func NewKeyring(currentID string, keys map[string][]byte) (*Keyring, error) {
 		if len(k) < MinKeyBytes {
 			return nil, fmt.Errorf("eventstore: keyring: key %q is %d bytes, need at least %d", id, len(k), MinKeyBytes)
 		}
-		kr.keys[id] = bytes.Clone(k)
+		key := bytes.Clone(k)
+		kr.keys[id] = key
+		kr.macs[id] = &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 	}
 	return kr, nil
 }
@@ -109,23 +121,25 @@ func (k *Keyring) CurrentKeyID() string { return k.current }
 
 // Seal implements Sealer.
 func (k *Keyring) Seal(msg []byte) (string, []byte) {
-	return k.current, k.mac(k.keys[k.current], msg)
+	return k.current, k.mac(k.current, msg)
 }
 
 // Verify implements Sealer.
 func (k *Keyring) Verify(keyID string, tag, msg []byte) error {
-	key, ok := k.keys[keyID]
-	if !ok {
+	if _, ok := k.keys[keyID]; !ok {
 		return fmt.Errorf("%w: unknown key id %q", ErrBadTag, keyID)
 	}
-	if !hmac.Equal(tag, k.mac(key, msg)) {
+	if !hmac.Equal(tag, k.mac(keyID, msg)) {
 		return fmt.Errorf("%w: key %q", ErrBadTag, keyID)
 	}
 	return nil
 }
 
-func (k *Keyring) mac(key, msg []byte) []byte {
-	h := hmac.New(sha256.New, key)
+func (k *Keyring) mac(keyID string, msg []byte) []byte {
+	pool := k.macs[keyID]
+	h := pool.Get().(hash.Hash)
+	defer pool.Put(h)
+	h.Reset()
 	h.Write(msg)
 	return h.Sum(nil)
 }
@@ -138,7 +152,11 @@ func SealInput(domain string, parts ...[]byte) []byte {
 	for _, p := range parts {
 		n += len(p) + binary.MaxVarintLen64
 	}
-	out := make([]byte, 0, n)
+	return appendSealInput(make([]byte, 0, n), domain, parts...)
+}
+
+// appendSealInput appends SealInput's bytes to out.
+func appendSealInput(out []byte, domain string, parts ...[]byte) []byte {
 	out = binary.AppendUvarint(out, uint64(len(domain)))
 	out = append(out, domain...)
 	for _, p := range parts {
@@ -155,8 +173,12 @@ const sealDomainEvent = "weir-event-v1"
 // be moved to another aggregate), version and back pointer (so it cannot be
 // moved within one), id, type, schema and payload, as the headers carry
 // them.
-func eventSealInput(subject string, h interface{ Get(string) string }, data []byte) []byte {
-	return SealInput(sealDomainEvent,
+//
+// It appends to buf (a pooled buffer, see sealBufs): every event read or
+// written builds one, and the buffer is dropped as soon as the tag is made
+// or checked.
+func eventSealInput(buf []byte, subject string, h interface{ Get(string) string }, data []byte) []byte {
+	return appendSealInput(buf[:0], sealDomainEvent,
 		[]byte(subject),
 		[]byte(h.Get(HeaderVersion)),
 		[]byte(h.Get(HeaderPrevSeq)),
@@ -188,5 +210,11 @@ func (s *Store) verifyTag(m *storedMsg) error {
 	if p := m.Header.Get(HeaderPrevSeq); p != "" && m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != p {
 		return fmt.Errorf("%w: %s does not match the server-checked expectation", ErrBadTag, HeaderPrevSeq)
 	}
-	return s.cfg.Sealer.Verify(keyID, tag, eventSealInput(m.Subject, m.Header, m.Data))
+	buf := sealBufs.Get().(*[]byte)
+	defer sealBufs.Put(buf)
+	*buf = eventSealInput(*buf, m.Subject, m.Header, m.Data)
+	return s.cfg.Sealer.Verify(keyID, tag, *buf)
 }
+
+// sealBufs holds the buffers eventSealInput builds tag inputs in.
+var sealBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
