@@ -87,3 +87,23 @@ func SealSnapshotForTest(key eventstore.Sealer, m map[string]any) string {
 func ReadSnapshotForTest(ctx context.Context, d *DurableSnapshots, id string) (aggregate.Account, eventstore.Position, bool) {
 	return d.read(ctx, eventlog.TypeAccount, id)
 }
+
+// CountLoadsOf makes r count its ordinary and leader reads of the aggregate
+// typ/id (each read is one load: a direct-get walk). Tests only.
+func CountLoadsOf(r *Repo, typ, id string) *atomic.Int64 {
+	var n atomic.Int64
+	for _, f := range []*readFunc{&r.read, &r.readLatest} {
+		inner := *f
+		*f = func(ctx context.Context, k eventstore.Key, since eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+			if k.Type == typ && k.ID == id {
+				n.Add(1)
+			}
+			return inner(ctx, k, since)
+		}
+	}
+	return &n
+}
+
+// ReservedRemembered is how many withdrawals l's reserved set holds.
+// Tests only.
+func ReservedRemembered(l *Ledger) int { return l.reserved.len() }

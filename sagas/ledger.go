@@ -40,12 +40,22 @@ const LedgerConsumer = "weir-ledger"
 // withdrawal was cancelled in between, every withdrawal event may already
 // have been handled before the reservation existed, and only the
 // reservation's own event is left to bring it back.
+//
+// When this process's step (inline, or the consumer's own) has appended a
+// withdrawal's funds_reserved, the consumer does not load the withdrawal for
+// that withdrawal's events before it in the log (its requested, the
+// account.reserved of its reservation): they have nothing left to do, and
+// any end of the withdrawal is a later event, handled with a load as
+// always. That memory is bounded, in-process, and dropped once the consumer
+// has passed the funds_reserved; after a restart the consumer loads as
+// before (see reservedSet).
 type Ledger struct {
 	repo       *Repo
 	dailyLimit aggregate.Amount
 	config     *ConfigSource // when set, the daily limit in force in the log
 	now        Clock
 	log        *slog.Logger
+	reserved   *reservedSet // withdrawals this process recorded reserved; see reservedSet
 }
 
 // NewLedger returns the ledger saga. A zero dailyLimit means no limit.
@@ -56,7 +66,7 @@ func NewLedger(repo *Repo, dailyLimit aggregate.Amount, now Clock, log *slog.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Ledger{repo: repo, dailyLimit: dailyLimit, now: now, log: log}
+	return &Ledger{repo: repo, dailyLimit: dailyLimit, now: now, log: log, reserved: newReservedSet(reservedMax)}
 }
 
 // Run consumes withdrawal and account events durably until ctx is done.
@@ -108,6 +118,7 @@ func (l *Ledger) handle(r eventstore.Record) error {
 	defer cancel()
 	switch r.Key.Type {
 	case eventlog.TypeWithdrawal:
+		l.reserved.passed(r.Key.ID, r.Sequence)
 		return l.handleWithdrawal(ctx, r)
 	case eventlog.TypeAccount:
 		return l.handleAccount(ctx, r)
@@ -123,6 +134,11 @@ func (l *Ledger) handleWithdrawal(ctx context.Context, r eventstore.Record) erro
 		return nil
 	}
 	if r.Type == aggregate.EventRequested {
+		if l.reserved.covers(r.Key.ID, "", r.Sequence) {
+			// This process recorded it reserved after this event; any end
+			// of it is a later event, handled on its own.
+			return nil
+		}
 		defer l.lockReserving(r.Key.ID)()
 	}
 	w, pos, err := l.repo.Withdrawal(ctx, r.Key.ID)
@@ -153,6 +169,11 @@ func (l *Ledger) handleAccount(ctx context.Context, r eventstore.Record) error {
 	res, ok := e.(aggregate.AccountReserved)
 	if !ok {
 		return fmt.Errorf("account %s event %d: %s decoded as %T", r.Key.ID, r.AggregateVersion, r.Type, e)
+	}
+	if l.reserved.covers(res.WithdrawalID, r.Key.ID, r.Sequence) {
+		// This process recorded the withdrawal reserved on this account
+		// after this event: the common case below, known without a load.
+		return nil
 	}
 	defer l.lockReserving(res.WithdrawalID)()
 	w, pos, err := l.repo.Withdrawal(ctx, res.WithdrawalID)
@@ -253,12 +274,18 @@ func (l *Ledger) reserve(ctx context.Context, w aggregate.Withdrawal, pos events
 	case err != nil:
 		return w, fmt.Errorf("reserve %s on %s: %w", id, w.Account, err)
 	}
-	w, _, _, err = l.repo.UpdateWithdrawalFrom(ctx, id, w, pos, func(w aggregate.Withdrawal) (aggregate.Command, error) {
+	var events []aggregate.Event
+	w, pos, events, err = l.repo.UpdateWithdrawalFrom(ctx, id, w, pos, func(w aggregate.Withdrawal) (aggregate.Command, error) {
 		if w.Terminal() || w.Reserved {
 			return nil, errSkip // someone else recorded it, or it was cancelled meanwhile
 		}
 		return next, nil
 	})
+	if err == nil && len(events) == 1 && events[0].EventType() == aggregate.EventFundsReserved {
+		// Appended here, at pos: the consumer need not load w for the
+		// events before it.
+		l.reserved.add(id, w.Account, pos.Sequence)
+	}
 	if errors.Is(err, errSkip) {
 		w, err = l.reload(ctx, id)
 		if err == nil && w.Terminal() {
