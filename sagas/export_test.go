@@ -107,3 +107,12 @@ func CountLoadsOf(r *Repo, typ, id string) *atomic.Int64 {
 // ReservedRemembered is how many withdrawals l's reserved set holds.
 // Tests only.
 func ReservedRemembered(l *Ledger) int { return l.reserved.len() }
+
+// PolicyWatch reports whether in's policy watcher follows the policy
+// subject, and the last policy event it saw. Tests only.
+func PolicyWatch(in *Intake) (live bool, seen uint64) {
+	c := &in.policyCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live, c.seen
+}

@@ -43,6 +43,7 @@ type Intake struct {
 	reviewAbove  aggregate.Amount          // see SetCreditReviewAbove; zero: no review
 	config       *ConfigSource             // see UseConfig; nil: the values set above
 	blocklist    map[tron.Address]struct{} // see SetDestinationBlocklist
+	policyCache  policyCache               // see WatchPolicy
 }
 
 // NewIntake returns the application layer over repo. The ledger performs
@@ -353,9 +354,20 @@ func (in *Intake) Account(ctx context.Context, id string) (aggregate.AccountView
 	return a.View(), nil
 }
 
-// Policy returns the policy in force (see Repo.PolicyInForce).
+// Policy returns the policy in force (see Repo.PolicyInForce), from memory
+// between policy events while WatchPolicy runs (see policyCache).
 func (in *Intake) Policy(ctx context.Context) (aggregate.Policy, error) {
-	return in.repo.PolicyInForce(ctx)
+	p, ok, gen := in.policyCache.get()
+	if ok {
+		return p, nil
+	}
+	s, pos, err := in.repo.Policy(ctx)
+	if err != nil {
+		return aggregate.Policy{}, fmt.Errorf("load policy: %w", err)
+	}
+	p = policyInForce(s)
+	in.policyCache.fill(p, pos, gen)
+	return p, nil
 }
 
 // SetPolicy puts p in force as the next policy version (who, when), with no
@@ -367,6 +379,7 @@ func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) 
 		return aggregate.Policy{}, err
 	}
 	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})
+	in.policyCache.invalidate(0) // this process reads its own write at once
 	if err != nil {
 		return aggregate.Policy{}, err
 	}

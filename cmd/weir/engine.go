@@ -413,6 +413,12 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 		}
 	}
 	log.Info("policy in force", "name", current.Name, "version", current.Version, "quorum", quorum)
+	// Requests read the policy in force from memory between policy events.
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		_ = e.intake.WatchPolicy(ctx, log.With("saga", "intake"))
+	}()
 
 	// Read models and sagas.
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
