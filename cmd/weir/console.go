@@ -15,7 +15,8 @@ import (
 
 // withConsole serves the web console at /console/ beside the HTTP API:
 // the same principals, application layer and rate limiter as the API
-// (api.App), live pages fed from WEIR_NOTIFY on a connection of its own.
+// (api.App), live pages fed from WEIR_NOTIFY on a connection of its own
+// (read only while a live page is open).
 // closeStreams ends the console's live streams; the HTTP server's
 // shutdown must call it (they never go idle).
 func (e *engine) withConsole(ctx context.Context, apiHandler http.Handler, connect func(string) (*nats.Conn, error),
@@ -30,7 +31,7 @@ func (e *engine) withConsole(ctx context.Context, apiHandler http.Handler, conne
 	}
 	feed := console.NewFeed()
 	var stop func()
-	if err := e.up.do(ctx, "console notification consumer", func(ctx context.Context) (err error) {
+	if err := e.up.do(ctx, "console notification stream", func(ctx context.Context) (err error) {
 		stop, err = console.Follow(ctx, js, feed, log.With("room", "console"))
 		return err
 	}); err != nil {

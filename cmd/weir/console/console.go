@@ -28,8 +28,8 @@ var staticFS embed.FS
 type Config struct {
 	// App is the application layer the API runs on (required).
 	App *api.App
-	// Feed carries the notification stream to live pages (Follow fills
-	// it); nil: no live updates.
+	// Feed carries the notification stream to live pages (Follow makes
+	// it read WEIR_NOTIFY while a page is open); nil: no live updates.
 	Feed   *Feed
 	Logger *slog.Logger // nil: slog.Default()
 	// Now is the clock of sessions and relative ages; nil: time.Now.

@@ -26,7 +26,8 @@
 //     redirect, so it works without JavaScript; the one script only keeps
 //     the open page current from /console/events (server-sent events),
 //     which streams the notifications of the accounts the principal may
-//     read and nothing else. Strict security headers (a CSP without
+//     read and nothing else; WEIR_NOTIFY is consumed only while such a
+//     page is open (Follow). Strict security headers (a CSP without
 //     inline script, no framing, nosniff, no referrer).
 //
 // # What it must not do

@@ -50,6 +50,8 @@ type stack struct {
 	principals *api.Principals
 	app        *api.App
 	feed       *console.Feed
+	stopFeed   func()              // Follow's stop
+	js         jetstream.JetStream // where WEIR_NOTIFY is
 	logs       *syncBuffer
 	clock      *clock
 }
@@ -161,7 +163,7 @@ func newStack(t *testing.T, limiter *api.RateLimiter) *stack {
 		emb.Shutdown()
 	})
 	s := &stack{
-		intake: intake, principals: principals, feed: feed, logs: logs, clock: &clock{},
+		intake: intake, principals: principals, feed: feed, stopFeed: stop, js: js, logs: logs, clock: &clock{},
 		app: api.NewApp(api.AppConfig{Intake: intake, Principals: principals, Queues: queues{proj}, Webhooks: hooks, RateLimit: limiter}),
 	}
 	for _, acct := range []string{"dev", "acme", "other"} {
