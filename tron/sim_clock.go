@@ -137,3 +137,19 @@ func (s *SimNode) balanceOf(a Address) *big.Int {
 	}
 	return b
 }
+
+// SetSolidityLag makes a block solid once the head is lag blocks past it,
+// from now on (a benchmark runs the same chain with mainnet's lag). A block
+// already solid stays solid: when the lag grows, the head first moves on by
+// the difference, in empty blocks. A negative lag is ignored.
+func (s *SimNode) SetSolidityLag(lag int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lag < 0 {
+		return
+	}
+	for range max(0, int64(lag)-s.lag) {
+		s.produce()
+	}
+	s.lag = int64(lag)
+}

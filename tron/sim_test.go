@@ -103,6 +103,41 @@ func TestInstantModeIncludesInTheNextBlockAndSolidifiesAtOnce(t *testing.T) {
 	}
 }
 
+// A lag set on a running chain applies from then on and never takes
+// solidity back: the head moves on first, so what was solid stays solid,
+// and a transfer sent afterwards is solid only lag blocks after its own.
+func TestSolidityLagSetOnARunningChainNeverUnsolidifiesABlock(t *testing.T) {
+	sim := NewSimNode(SimConfig{Instant: true})
+	tx := simTransfer(t, sim, simSigner(t, "lag"), 5)
+	if res, err := sim.Broadcast(context.Background(), tx); err != nil || !res.IsAccepted() {
+		t.Fatalf("%v %v", res, err)
+	}
+	sim.Advance(1)
+	solid := sim.CurrentSolidHead()
+	sim.SetSolidityLag(19)
+	if got := sim.CurrentSolidHead(); got.Number != solid.Number {
+		t.Fatalf("solid head %d after the lag was set, want %d (unchanged)", got.Number, solid.Number)
+	}
+	if h := sim.CurrentHead().Number; h != solid.Number+19 {
+		t.Fatalf("head %d, want %d", h, solid.Number+19)
+	}
+	if st, err := sim.SolidLookup(context.Background(), tx.TxID()); err != nil || !st.Succeeded() {
+		t.Fatalf("a transfer solid before the lag was set: %v %v", st, err)
+	}
+	late := simTransfer(t, sim, simSigner(t, "lag"), 6)
+	if res, err := sim.Broadcast(context.Background(), late); err != nil || !res.IsAccepted() {
+		t.Fatalf("%v %v", res, err)
+	}
+	sim.Advance(19)
+	if st, err := sim.SolidLookup(context.Background(), late.TxID()); err != nil || st.Succeeded() {
+		t.Fatalf("solid 18 blocks after its own: %v %v", st, err)
+	}
+	sim.Advance(1)
+	if st, err := sim.SolidLookup(context.Background(), late.TxID()); err != nil || !st.Succeeded() {
+		t.Fatalf("not solid 19 blocks after its own: %v %v", st, err)
+	}
+}
+
 func TestDroppedTransactionResentBeforeTheNextBlockStaysInThePool(t *testing.T) {
 	sim := NewSimNode(SimConfig{})
 	tx := simTransfer(t, sim, simSigner(t, "drop"), 7)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 		"hot_account_intake_per_s": true, "burst_rtt100_per_s": true, "e2e_always_per_s": true,
 	}
 	// A ceiling, not a ratio: a target and a verdict, no baseline.
-	atMost := map[string]bool{"node_calls_per_withdrawal": true, "appends_per_withdrawal": true, "cpu_ms_per_withdrawal": true}
+	atMost := map[string]bool{"node_calls_per_withdrawal": true, "node_calls_per_withdrawal_lag": true, "appends_per_withdrawal": true, "cpu_ms_per_withdrawal": true}
 	got := map[string]benchMetric{}
 	for _, m := range rep.Metrics {
 		got[m.Name] = m
@@ -60,10 +61,15 @@ func TestBenchReportsEveryFigure(t *testing.T) {
 		"raw_replay_events_per_s", "audit_replay_events_per_s", "raw_replay_all_events_per_s", "audit_all_events_per_s", "latency_p50_ms", "latency_p99_ms",
 		"hot_account_intake_per_s", "burst_rtt0_per_s", "burst_rtt100_per_s", "node_calls_per_withdrawal",
 		"appends_per_withdrawal", "cpu_ms_per_withdrawal", "raw_publish_always_concurrent_per_s", "e2e_always_per_s",
+		"burst_lag_per_s", "node_calls_per_withdrawal_lag", "e2e_always_log_appends_per_withdrawal",
 	} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("no %s in the report", name)
 		}
+	}
+	// The simulated node's CPU is read from the thread CPU clock (Linux).
+	if _, ok := got["sim_node_cpu_ms_per_withdrawal"]; !ok && runtime.GOOS == "linux" {
+		t.Error("no sim_node_cpu_ms_per_withdrawal in the report")
 	}
 	// A request appends its creation, the account's reservation and the
 	// withdrawal's funds_reserved: counted on the stream, not assumed.
