@@ -19,8 +19,12 @@ var reservationSeed = maphash.MakeSeed()
 // copies a shard the first time it changes it (mine records which shards
 // it has copied). A state is read-only once handed out; only the fold that
 // made it writes it, as for the other maps of Account.
+//
+// Shards hold pointers, never written through once stored (put stores a
+// new one), so copying a shard copies a pointer per reservation, not the
+// reservation.
 type reservationSet struct {
-	shards [reservationShards]map[string]Reservation
+	shards [reservationShards]map[string]*Reservation
 	mine   uint64
 	n      int
 }
@@ -30,8 +34,10 @@ func reservationShard(id string) int {
 }
 
 func (s *reservationSet) get(id string) (Reservation, bool) {
-	r, ok := s.shards[reservationShard(id)][id]
-	return r, ok
+	if r, ok := s.shards[reservationShard(id)][id]; ok {
+		return *r, true
+	}
+	return Reservation{}, false
 }
 
 func (s *reservationSet) put(r Reservation) {
@@ -39,7 +45,7 @@ func (s *reservationSet) put(r Reservation) {
 	if _, ok := s.shards[i][r.WithdrawalID]; !ok {
 		s.n++
 	}
-	s.shards[i][r.WithdrawalID] = r
+	s.shards[i][r.WithdrawalID] = &r
 }
 
 func (s *reservationSet) del(id string) {
@@ -72,7 +78,7 @@ func (s *reservationSet) all() iter.Seq2[string, Reservation] {
 	return func(yield func(string, Reservation) bool) {
 		for _, m := range s.shards {
 			for id, r := range m {
-				if !yield(id, r) {
+				if !yield(id, *r) {
 					return
 				}
 			}
