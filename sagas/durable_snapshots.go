@@ -85,6 +85,38 @@ func (d snapshotDoc) sealInput() []byte {
 		[]byte(strconv.FormatUint(d.Sequence, 10)), []byte(strconv.FormatUint(d.Version, 10)), d.State)
 }
 
+// marshal is json.Marshal(d) without its pass over State (a busy
+// account's state is most of the document and already compact JSON, as
+// aggregate.Account.MarshalSnapshot writes it).
+func (d snapshotDoc) marshal() ([]byte, error) {
+	head, err := json.Marshal(struct {
+		Schema   int    `json:"schema"`
+		Type     string `json:"type"`
+		ID       string `json:"id"`
+		Sequence uint64 `json:"seq"`
+		Version  uint64 `json:"version"`
+	}{d.Schema, d.Type, d.ID, d.Sequence, d.Version})
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(struct {
+		KeyID string `json:"key_id"`
+		Tag   string `json:"tag"`
+	}{d.KeyID, d.Tag})
+	if err != nil {
+		return nil, err
+	}
+	if len(d.State) == 0 {
+		return nil, errors.New("snapshot without a state")
+	}
+	out := make([]byte, 0, len(head)+len(d.State)+len(tail)+16)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"state":`...)
+	out = append(out, d.State...)
+	out = append(out, ',')
+	return append(out, tail[1:]...), nil
+}
+
 // OpenDurableSnapshots opens (creating if needed) the snapshot bucket, with
 // the storage kind and replica count of the store's stream. The store must
 // have a Sealer (the event key): without one nothing could tell a snapshot
@@ -173,7 +205,7 @@ func (d *DurableSnapshots) write(ctx context.Context, j snapshotJob) error {
 	doc := snapshotDoc{Schema: aggregate.AccountSnapshotSchema, Type: j.typ, ID: j.id, Sequence: j.pos.Sequence, Version: j.pos.Version, State: state}
 	keyID, tag := d.sealer.Seal(doc.sealInput())
 	doc.KeyID, doc.Tag = keyID, hex.EncodeToString(tag)
-	data, err := json.Marshal(doc)
+	data, err := doc.marshal()
 	if err != nil {
 		return err
 	}
