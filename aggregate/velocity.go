@@ -12,8 +12,9 @@ import (
 // held (in progress, approved or not) or settled; a released reservation
 // (rejected, failed) never left. The fold keeps only the reservations of
 // about the last window (plus velocityKeepSlack for clocks that disagree),
-// so the state does not grow with the account's history and a request
-// sums at most a window's worth of entries.
+// so the state does not grow with the account's history; a request finds
+// its sum by binary search and running sums (SentInWindow), not by adding
+// up the window.
 
 // velocityKeepSlack keeps reservations a little past the window: requests
 // are timed by the intake's clock, reservations by the ledger's, which may
