@@ -132,11 +132,17 @@ type BuildEnvelope struct {
 // is the policy in force right before signing and Revoked the approvers who
 // no longer hold the role: the approvals are re-checked against both, and
 // a signature is refused (approvals_insufficient) when they fall short.
+//
+// Send, when 1, records in the same event the intent of the first send of
+// the current attempt (signing → broadcasting), as RecordBroadcastIntent
+// would: one append for what were two. 0 records the signature alone;
+// any other value is refused (later sends are RecordBroadcastIntent).
 type RecordSignature struct {
 	TxID      string
 	Signature string // 65 bytes r‖s‖v in hex; v is 0/1 (27/28 accepted)
 	Policy    Policy
 	Revoked   []string
+	Send      int
 	At        time.Time
 }
 

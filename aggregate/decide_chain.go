@@ -77,6 +77,9 @@ func decideSignature(w Withdrawal, c RecordSignature) (Event, error) {
 	if err := checkSignature(sig); err != nil {
 		return nil, err
 	}
+	if c.Send != 0 && c.Send != 1 {
+		return nil, newError(CodeInvalidCommand, "send", "a signature carries the intent of the first send only (1), not send %d", c.Send)
+	}
 	at, err := checkAt(c.At)
 	if err != nil {
 		return nil, err
@@ -85,10 +88,25 @@ func decideSignature(w Withdrawal, c RecordSignature) (Event, error) {
 		return nil, err
 	}
 	if w.Signature != "" {
-		if w.Signature == sig {
+		switch {
+		case w.Signature != sig:
+			return nil, newError(CodeInvalidTransition, "signature", "txid %s already has a different signature", txid)
+		case c.Send == 0 || w.Sends >= c.Send:
 			return nil, nil
 		}
-		return nil, newError(CodeInvalidTransition, "signature", "txid %s already has a different signature", txid)
+		// Signed without an intent (recorded alone): what is left of the
+		// command is the first send's intent.
+		return decideIntent(w, RecordBroadcastIntent{TxID: txid, Send: c.Send, At: at})
+	}
+	if c.Send != 0 {
+		// The first send's intent rides on the signature: the signature's
+		// edge and the intent's must both be legal from here.
+		if _, err := NextStateOf(w.State, Signed{Send: c.Send}); err != nil {
+			return nil, err
+		}
+		if c.Send != w.Sends+1 {
+			return nil, newError(CodeInvalidTransition, "send", "send %d after send %d", c.Send, w.Sends)
+		}
 	}
 	// The re-check right before signing: a signature is what makes the
 	// envelope able to land, so the approvals must satisfy the policy in
@@ -99,7 +117,7 @@ func decideSignature(w Withdrawal, c RecordSignature) (Event, error) {
 	if err := EnsureApprovedBy(w, c.Policy, c.Revoked); err != nil {
 		return nil, err
 	}
-	return Signed{TxID: txid, Signature: sig, PolicyVersion: c.Policy.Version, At: at}, nil
+	return Signed{TxID: txid, Signature: sig, PolicyVersion: c.Policy.Version, Send: c.Send, At: at}, nil
 }
 
 func decideReplaceUnsigned(w Withdrawal, c ReplaceUnsigned) (Event, error) {

@@ -13,8 +13,9 @@
 //     and no error; the same step with different data is refused
 //     (ErrInvalidTransition or ErrIdempotencyConflict), never an overwrite.
 //   - The withdrawal state machine as one table (Transitions). Decide, the
-//     audit (CheckTransition, Audit) and State.IsTerminal all read it, so
-//     there is no second copy to drift. Audit replays a stored stream through
+//     audit (CheckTransition, NextStateOf, Audit) and State.IsTerminal all
+//     read it, so there is no second copy to drift (a signature carrying
+//     the first send's intent is two of its edges, not an edge of its own). Audit replays a stored stream through
 //     the same rules Decide applies, for `weir audit`.
 //   - Exact money: Amount is a shopspring decimal held at its asset's scale
 //     (the coefficient is the integer number of base units); weir adds only

@@ -1,7 +1,6 @@
 package aggregate
 
 import (
-	"encoding/json"
 	"testing"
 )
 
@@ -35,18 +34,7 @@ func TestClaimRouteAndEnvelopeAreOneEventThatAuditsClean(t *testing.T) {
 		t.Fatalf("envelope event %+v does not carry the claim and route", built)
 	}
 	// Through the log and back: the same events, and the audit passes.
-	var decoded []Event
-	for _, e := range events {
-		data, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := DecodeWithdrawalEvent(e.EventType(), data)
-		if err != nil {
-			t.Fatalf("%s: %v", e.EventType(), err)
-		}
-		decoded = append(decoded, d)
-	}
+	decoded := roundTrip(t, events)
 	w, err := Audit(decoded)
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func checkEvent(w Withdrawal, e Event) error {
 	if e == nil {
 		return newError(CodeUnknownEvent, "", "nil event")
 	}
-	if err := CheckTransition(w.State, e.EventType()); err != nil {
+	if _, err := NextStateOf(w.State, e); err != nil {
 		return err
 	}
 	if e.OccurredAt().IsZero() {
@@ -184,15 +184,17 @@ func checkEvent(w Withdrawal, e Event) error {
 		if err := checkSignature(ev.Signature); err != nil {
 			return err
 		}
+		if in, ok := ev.intent(w.Attempt); ok {
+			// The intent of the first send, carried by the signature: the
+			// rules of an intent, on the state the signature leaves.
+			w.Signature = ev.Signature
+			if err := checkIntent(w, in); err != nil {
+				return err
+			}
+		}
 	case Broadcasting:
-		if ev.TxID != w.Envelope.TxID || ev.Attempt != w.Attempt {
-			return newError(CodeInvalidTransition, "txid", "not the current envelope")
-		}
-		if w.Signature == "" {
-			return newError(CodeInvalidTransition, "", "not signed")
-		}
-		if ev.Send != w.Sends+1 {
-			return newError(CodeInvalidTransition, "send", "send %d after send %d", ev.Send, w.Sends)
+		if err := checkIntent(w, ev); err != nil {
+			return err
 		}
 	case BroadcastAccepted:
 		if ev.TxID != w.Envelope.TxID || ev.Attempt != w.Attempt {
@@ -259,6 +261,21 @@ func checkEvent(w Withdrawal, e Event) error {
 		}
 	default:
 		return newError(CodeUnknownEvent, "", "unknown event value %T (events are passed as values)", e)
+	}
+	return nil
+}
+
+// checkIntent is the rule of a send's intent, on its own or carried by
+// the signature (the first send's).
+func checkIntent(w Withdrawal, ev Broadcasting) error {
+	if ev.TxID != w.Envelope.TxID || ev.Attempt != w.Attempt {
+		return newError(CodeInvalidTransition, "txid", "not the current envelope")
+	}
+	if w.Signature == "" {
+		return newError(CodeInvalidTransition, "", "not signed")
+	}
+	if ev.Send != w.Sends+1 {
+		return newError(CodeInvalidTransition, "send", "send %d after send %d", ev.Send, w.Sends)
 	}
 	return nil
 }

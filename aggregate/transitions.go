@@ -79,7 +79,9 @@ var transitionRows = []struct {
 	{[]State{StateApproved}, EventSettledInternally, StateConfirmed},
 	{[]State{StateApproved}, EventEnvelopeBuilt, StateSigning},
 	{[]State{StateSigning}, EventSigned, StateSigned},
-	// An intent is written before every send, first or resend.
+	// An intent is written before every send, first or resend. The first
+	// send's may ride on the signature (signed with send 1): both edges,
+	// signing → signed → broadcasting (NextStateOf).
 	{[]State{StateSigned, StateBroadcasting, StateBroadcast}, EventBroadcasting, StateBroadcasting},
 	{[]State{StateBroadcasting}, EventBroadcastAccepted, StateBroadcast},
 	// Recovery: a new envelope, only with proof the old one can never pay:
@@ -142,6 +144,22 @@ func NextState(from State, eventType string) (State, error) {
 		name = "(new)"
 	}
 	return from, newError(CodeInvalidTransition, "", "%s is not allowed in state %s", eventType, name)
+}
+
+// NextStateOf is NextState for the event e itself: every event is the one
+// edge of its type, but a signature that is also the intent of the first
+// send (withdrawal.signed with send 1) is two edges of the table, the
+// signature's then the intent's (signing → signed → broadcasting), and is
+// legal only where both are.
+func NextStateOf(from State, e Event) (State, error) {
+	to, err := NextState(from, eventType(e))
+	if err != nil {
+		return to, err
+	}
+	if s, ok := e.(Signed); ok && s.Send != 0 {
+		return NextState(to, EventBroadcasting)
+	}
+	return to, nil
 }
 
 // LegalTransition reports whether eventType may be applied in state from.

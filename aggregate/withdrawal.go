@@ -338,7 +338,7 @@ func (w Withdrawal) SpentAttempts() int {
 // version advances) rather than trusted — Audit reports it.
 func Evolve(w Withdrawal, e Event) Withdrawal {
 	w.Version++
-	to, err := NextState(w.State, eventType(e))
+	to, err := NextStateOf(w.State, e)
 	if err != nil {
 		return w
 	}
@@ -409,6 +409,9 @@ func Evolve(w Withdrawal, e Event) Withdrawal {
 		}, ev.Attempt, ev.Envelope)
 	case Signed:
 		w.Signature = ev.Signature
+		if in, ok := ev.intent(w.Attempt); ok {
+			w.Sends = in.Send
+		}
 	case Broadcasting:
 		w.Sends = ev.Send
 	case BroadcastAccepted:

@@ -267,11 +267,29 @@ func (e EnvelopeBuilt) claim() (Claimed, bool) {
 // Signed records the signature of the current envelope (signing → signed).
 // PolicyVersion is the policy in force the approvals were re-checked
 // against right before signing.
+//
+// Send, when 1, makes the same event the intent of the first send of the
+// current attempt as well (signing → broadcasting, Sends = 1): a worker
+// that signs and sends at once appends one event instead of a signature
+// and a broadcasting intent, and the signature and the intent are both in
+// the log before the bytes leave, as the two were. Without it (logs
+// written before, or a signature not sent at once) the intent is a later
+// broadcasting event. It is never anything but 0 or 1: resends are
+// broadcasting events.
 type Signed struct {
 	TxID          string    `json:"txid"`
 	Signature     string    `json:"signature"` // 65 bytes r‖s‖v, hex
 	PolicyVersion int       `json:"policy_version,omitempty"`
+	Send          int       `json:"send,omitempty"`
 	At            time.Time `json:"at"`
+}
+
+// intent is the broadcasting intent a signature carries, if any.
+func (e Signed) intent(attempt int) (Broadcasting, bool) {
+	if e.Send == 0 {
+		return Broadcasting{}, false
+	}
+	return Broadcasting{TxID: e.TxID, Attempt: attempt, Send: e.Send, At: e.At}, true
 }
 
 // EnvelopeReplaced retires an envelope that was never signed and writes
