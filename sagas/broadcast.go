@@ -250,12 +250,18 @@ func (wk *Worker) recheck(ctx context.Context, f *flight, policy aggregate.Polic
 	return true, nil
 }
 
-// sign signs the written-ahead envelope. Right before it, the approvals
-// are re-checked against the policy in force (read from the stream
-// leader) and the approver roles in force: a worker that crashed after
-// the build, or a signer that was down, must not let the next worker sign
-// under a policy that has since tightened. Signing again after a crash is
-// harmless: the txid is fixed, and the signature does not change it.
+// sign signs the written-ahead envelope and sends it. Right before it, the
+// approvals are re-checked against the policy in force (read from the
+// stream leader) and the approver roles in force: a worker that crashed
+// after the build, or a signer that was down, must not let the next worker
+// sign under a policy that has since tightened. Signing again after a
+// crash is harmless: the txid is fixed, and the signature does not change
+// it.
+//
+// The signature and the intent of the first send are one append (a signed
+// event with send 1), in the log before the bytes leave as the two events
+// were. An envelope the chain has already passed the expiration of is
+// signed alone (never sent: only the proof of death moves it on).
 func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 	env, err := storedEnvelope(f.w)
 	if err != nil {
@@ -275,6 +281,14 @@ func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 		// owner.
 		return wk.replaceForSigner(ctx, f, env.Owner)
 	}
+	head, err := wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
+	if err != nil {
+		return stepWait, err
+	}
+	send := 1
+	if head.Timestamp >= f.w.Envelope.Expiration {
+		send = 0
+	}
 	stx, err := tron.SignEnvelope(tron.WithWorker(ctx, wk.cfg.ID), wk.cfg.Signer, env)
 	if err != nil {
 		return stepWait, fmt.Errorf("sign %s: %w", f.w.Envelope.TxID, err)
@@ -284,14 +298,20 @@ func (wk *Worker) sign(ctx context.Context, f *flight) (stepResult, error) {
 	}
 	if err := wk.write(ctx, f, aggregate.RecordSignature{
 		TxID: f.w.Envelope.TxID, Signature: hex.EncodeToString(stx.Signature),
-		Policy: policy, Revoked: wk.revoked(f.w), At: wk.now(),
+		Policy: policy, Revoked: wk.revoked(f.w), Send: send, At: wk.now(),
 	}, true); err != nil {
 		return stepStop, err
 	}
 	if wk.crashAt(CrashAfterSignature, f.w.ID) {
 		return stepStop, ErrCrashed
 	}
-	return stepNext, nil
+	if send == 0 {
+		return stepNext, nil // signed: sendFirst finds it expired
+	}
+	if wk.crashAt(CrashAfterIntent, f.w.ID) || wk.dead.Load() {
+		return stepStop, ErrCrashed
+	}
+	return wk.transmit(ctx, f, head, stx, send)
 }
 
 // replaceForSigner retires the never-signed envelope built for owner and
@@ -313,9 +333,11 @@ func (wk *Worker) replaceForSigner(ctx context.Context, f *flight, owner tron.Ad
 	return stepNext, nil
 }
 
-// sendFirst sends a signed envelope for the first time — unless the chain
-// has already passed its expiration, in which case sending is pointless
-// and only the proof of death can move it on.
+// sendFirst sends for the first time an envelope signed without its
+// first send's intent (a log written before the two were one event, or an
+// envelope signed once already expired) — unless the chain has already
+// passed its expiration, in which case sending is pointless and only the
+// proof of death can move it on.
 func (wk *Worker) sendFirst(ctx context.Context, f *flight) (stepResult, error) {
 	head, err := wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
 	if err != nil {
@@ -336,14 +358,20 @@ func (wk *Worker) send(ctx context.Context, f *flight, head tron.BlockHeader) (s
 	if err != nil {
 		return stepStop, err
 	}
-	txid := f.w.Envelope.TxID
 	n := f.w.Sends + 1
-	if err := wk.write(ctx, f, aggregate.RecordBroadcastIntent{TxID: txid, Send: n, At: wk.now()}, true); err != nil {
+	if err := wk.write(ctx, f, aggregate.RecordBroadcastIntent{TxID: f.w.Envelope.TxID, Send: n, At: wk.now()}, true); err != nil {
 		return stepStop, err
 	}
 	if wk.crashAt(CrashAfterIntent, f.w.ID) || wk.dead.Load() {
 		return stepStop, ErrCrashed
 	}
+	return wk.transmit(ctx, f, head, stx, n)
+}
+
+// transmit sends the exact logged bytes, signed, whose intent (send n) is
+// in the log, and classifies the node's answer.
+func (wk *Worker) transmit(ctx context.Context, f *flight, head tron.BlockHeader, stx tron.SignedTx, n int) (stepResult, error) {
+	txid := f.w.Envelope.TxID
 	if id, err := tron.ParseTxID(txid); err == nil {
 		// Watched from the block after the head read before this send:
 		// no block at or below it can hold bytes sent after.

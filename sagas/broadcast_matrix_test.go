@@ -39,10 +39,10 @@ func TestHappyPathPaysOnceAfterSolidity(t *testing.T) {
 	evs := r.events(id)
 	want := []string{
 		aggregate.EventRequested, aggregate.EventFundsReserved, aggregate.EventApproved,
-		// claim + route + write-ahead in one; signature; intent; the solid
-		// block's confirmation (the node's acceptance is kept in hand).
-		aggregate.EventEnvelopeBuilt, aggregate.EventSigned,
-		aggregate.EventBroadcasting, aggregate.EventConfirmed,
+		// claim + route + write-ahead in one; signature + the first send's
+		// intent in one; the solid block's confirmation (the node's
+		// acceptance is kept in hand).
+		aggregate.EventEnvelopeBuilt, aggregate.EventSigned, aggregate.EventConfirmed,
 	}
 	var got []string
 	for _, e := range evs {
@@ -255,8 +255,8 @@ func TestCrashAfterWriteAheadBeforeSendResendsSameBytes(t *testing.T) {
 	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 {
 		t.Fatal("recovery must resend the same envelope, not build a new one")
 	}
-	intents := bcOfType[aggregate.Broadcasting](evs)
-	if len(intents) != 2 || intents[0].TxID != intents[1].TxID {
+	intents := bcIntents(evs)
+	if len(intents) != 2 || intents[0].TxID != intents[1].TxID || intents[0].Send != 1 || intents[1].Send != 2 {
 		t.Fatalf("intents %+v", intents)
 	}
 	if s := r.sends(w); len(s) != 1 || s[0].Worker != "w2" {
@@ -312,8 +312,8 @@ func TestAcceptThenTimeoutIsReconciledNotResent(t *testing.T) {
 	}
 	evs := r.events(id)
 	acc := bcOfType[aggregate.BroadcastAccepted](evs)
-	if bcCount(evs, aggregate.EventBroadcasting) != 1 || len(acc) != 1 || acc[0].Result != "found_pending" {
-		t.Fatalf("intents %d, acceptance %+v", bcCount(evs, aggregate.EventBroadcasting), acc)
+	if len(bcIntents(evs)) != 1 || len(acc) != 1 || acc[0].Result != "found_pending" {
+		t.Fatalf("intents %d, acceptance %+v", len(bcIntents(evs)), acc)
 	}
 }
 
@@ -333,9 +333,9 @@ func TestTimeoutThatWasADropIsResentWithSameBytes(t *testing.T) {
 		t.Fatalf("resent within the same block (%d, %d)", s[0].HeadNumber, s[1].HeadNumber)
 	}
 	evs := r.events(id)
-	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 || bcCount(evs, aggregate.EventBroadcasting) != 2 {
+	if bcCount(evs, aggregate.EventEnvelopeBuilt) != 1 || bcCount(evs, aggregate.EventRebuilt) != 0 || len(bcIntents(evs)) != 2 {
 		t.Fatalf("envelopes %d rebuilds %d intents %d", bcCount(evs, aggregate.EventEnvelopeBuilt),
-			bcCount(evs, aggregate.EventRebuilt), bcCount(evs, aggregate.EventBroadcasting))
+			bcCount(evs, aggregate.EventRebuilt), len(bcIntents(evs)))
 	}
 }
 
@@ -538,16 +538,19 @@ func TestRevertOnChainFailsWithoutRebuild(t *testing.T) {
 	r.settled(w)
 }
 
-// A worker freezes (GC pause, stopped VM) after recording the signature.
-// Its lease lapses and another worker finishes the payout. When the zombie
-// wakes up, its next append — at the position it last saw — is refused and
-// it stops: it never reaches the node again.
+// A worker freezes (GC pause, stopped VM) after signing, before the
+// append that records the signature and announces the first send. Its
+// lease lapses and another worker finishes the payout. When the zombie
+// wakes up, that append — at the position it last saw — is refused and it
+// stops: it never reaches the node again. (The signature and the first
+// intent are one append: a worker frozen after it has passed its fence
+// and sends the logged bytes, as one frozen after a resend's intent does.)
 func TestZombieWorkerNeverReachesTheNode(t *testing.T) {
 	r := newBCRig(t)
 	id := r.ready(bcAddress("zombie"), "150")
 	paused, release := make(chan struct{}), make(chan struct{})
 	freeze := func(p sagas.CrashPoint, wid string) bool {
-		if p == sagas.CrashAfterSignature && wid == id {
+		if p == sagas.CrashAfterSignBeforeRecord && wid == id {
 			close(paused)
 			<-release
 		}

@@ -27,8 +27,9 @@ func TestEveryCrashPointRecoversToExactlyOneOutcome(t *testing.T) {
 		scenario scenario
 		// The last event in the log when the worker died. An external
 		// payout's claim and route travel in its envelope's write-ahead,
-		// and an accepted send is not appended (the solid block confirms
-		// straight from broadcasting), so several points share a last event.
+		// its first send's intent in its signature, and an accepted send
+		// is not appended (the solid block confirms straight from
+		// broadcasting), so several points share a last event.
 		last string
 	}{
 		{sagas.CrashAfterClaim, external, aggregate.EventEnvelopeBuilt},
@@ -37,11 +38,11 @@ func TestEveryCrashPointRecoversToExactlyOneOutcome(t *testing.T) {
 		{sagas.CrashAfterBuild, external, aggregate.EventEnvelopeBuilt},
 		{sagas.CrashAfterSignBeforeRecord, external, aggregate.EventEnvelopeBuilt},
 		{sagas.CrashAfterSignature, external, aggregate.EventSigned},
-		{sagas.CrashAfterIntent, external, aggregate.EventBroadcasting},
-		{sagas.CrashAfterSend, external, aggregate.EventBroadcasting},
-		{sagas.CrashAfterAccepted, external, aggregate.EventBroadcasting},
-		{sagas.CrashBeforeConfirm, external, aggregate.EventBroadcasting},
-		{sagas.CrashBeforeFail, revert, aggregate.EventBroadcasting},
+		{sagas.CrashAfterIntent, external, aggregate.EventSigned},
+		{sagas.CrashAfterSend, external, aggregate.EventSigned},
+		{sagas.CrashAfterAccepted, external, aggregate.EventSigned},
+		{sagas.CrashBeforeConfirm, external, aggregate.EventSigned},
+		{sagas.CrashBeforeFail, revert, aggregate.EventSigned},
 		{sagas.CrashBeforeRebuild, dropFirstAttempt, aggregate.EventBroadcasting},
 		{sagas.CrashAfterRebuild, dropFirstAttempt, aggregate.EventRebuilt},
 	}

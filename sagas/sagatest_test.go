@@ -402,6 +402,25 @@ func bcCount(evs []aggregate.Event, typ string) int {
 	return n
 }
 
+// bcIntents lists the send intents of evs, of both forms: a broadcasting
+// event, or a signature that is also the first send's intent.
+func bcIntents(evs []aggregate.Event) []aggregate.Broadcasting {
+	var out []aggregate.Broadcasting
+	var w aggregate.Withdrawal
+	for _, e := range evs {
+		switch ev := e.(type) {
+		case aggregate.Signed:
+			if ev.Send != 0 {
+				out = append(out, aggregate.Broadcasting{TxID: ev.TxID, Attempt: w.Attempt, Send: ev.Send, At: ev.At})
+			}
+		case aggregate.Broadcasting:
+			out = append(out, ev)
+		}
+		w = aggregate.Evolve(w, e)
+	}
+	return out
+}
+
 func bcOfType[E aggregate.Event](evs []aggregate.Event) []E {
 	var out []E
 	for _, e := range evs {

@@ -56,6 +56,31 @@ func bcWaitFor(t *testing.T, ctx context.Context, store *eventstore.Store, id, t
 	}
 }
 
+// bcWaitForIntent waits for the first send's intent of id to be in the
+// log (a broadcasting event, or a signature carrying it).
+func bcWaitForIntent(t *testing.T, ctx context.Context, store *eventstore.Store, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	err := store.Subscribe(ctx, 1, eventlog.TypeWithdrawal, func(rec eventstore.Record) error {
+		if rec.Key.ID != id || (rec.Type != aggregate.EventBroadcasting && rec.Type != aggregate.EventSigned) {
+			return nil
+		}
+		e, err := aggregate.DecodeWithdrawalEvent(rec.Type, rec.Payload)
+		if err != nil {
+			return err
+		}
+		if s, ok := e.(aggregate.Signed); ok && s.Send == 0 {
+			return nil
+		}
+		return found
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("waiting for a send intent on %s: %v", id, err)
+	}
+}
+
 // Run waits for Notify (the poll interval here is an hour) and drives the
 // work it finds; it returns nil when its context ends.
 func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
@@ -79,7 +104,7 @@ func TestRunDrivesNotifiedWorkAndStopsOnCancel(t *testing.T) {
 	id := r.ready(bcAddress("run"), "19.99")
 	w1.Notify()
 	store := r.repo.Store()
-	bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcasting)
+	bcWaitForIntent(t, r.ctx, store, id)
 	select {
 	case <-sent:
 	case <-r.ctx.Done():
@@ -138,7 +163,7 @@ func TestRunTakesLeftoverCandidatesWithoutListingAgain(t *testing.T) {
 	go func() { done <- w1.Run(ctx) }()
 	store := r.repo.Store()
 	for _, id := range ids {
-		bcWaitFor(t, r.ctx, store, id, aggregate.EventBroadcasting)
+		bcWaitForIntent(t, r.ctx, store, id)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -180,11 +205,11 @@ func TestRunSendsNewWorkWhileTheBlockScanWaitsOnTheNode(t *testing.T) {
 	store := r.repo.Store()
 	first := r.ready(bcAddress("scan-first"), "3")
 	w1.Notify()
-	bcWaitFor(t, r.ctx, store, first, aggregate.EventBroadcasting) // now watched: the scan will ask
+	bcWaitForIntent(t, r.ctx, store, first) // now watched: the scan will ask
 	gated.Store(true)
 	r.sim.Advance(1)
 	w1.Notify() // the scan starts and hangs
 	second := r.ready(bcAddress("scan-second"), "4")
 	w1.Notify()
-	bcWaitFor(t, r.ctx, store, second, aggregate.EventBroadcasting)
+	bcWaitForIntent(t, r.ctx, store, second)
 }

@@ -1685,13 +1685,13 @@ func (b *benchRig) latency(first, n int) (p50, p99 float64, err error) {
 		}
 		var requested, accepted time.Time
 		for _, e := range evs {
-			switch e.Type {
-			case aggregate.EventRequested:
+			switch {
+			case e.Type == aggregate.EventRequested:
 				requested = e.At
-			case aggregate.EventBroadcasting:
-				if accepted.IsZero() {
-					accepted = e.At
-				}
+			case e.State == aggregate.StateBroadcasting && accepted.IsZero():
+				// The first send's intent: a broadcasting event, or the
+				// signature that carries it.
+				accepted = e.At
 			}
 		}
 		if requested.IsZero() || accepted.IsZero() {
