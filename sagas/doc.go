@@ -28,8 +28,9 @@
 //     destination → ledger transfer, the node is never called); re-checks
 //     approvals against the policy in force now; writes the envelope (txid
 //     and raw bytes) before signing and a broadcasting intent before every
-//     send (an external payout's claim, route and envelope are one event:
-//     4 appends from approved to confirmed). It drives up to Inflight
+//     send (an external payout's claim, route and envelope are one event,
+//     and its signature is the intent of its first send: 3 appends from
+//     approved to confirmed). It drives up to Inflight
 //     withdrawals at once, each fenced by its own stream position, and
 //     confirms by following the solid blocks (watch.go: one receipts call
 //     per block for all its txids; the head and reference block read once

@@ -532,6 +532,7 @@ func eventSummary(typ string, data json.RawMessage) string {
 		add("policy_version", m["policy_version"])
 	case "signed":
 		add("txid", m["txid"])
+		add("send", m["send"]) // also the first send's intent
 	case "broadcasting", "broadcast_accepted":
 		add("txid", m["txid"])
 		add("attempt", m["attempt"])

@@ -648,6 +648,7 @@ func demoNote(typ string, data json.RawMessage) string {
 		add("expiration", demoChainTime(get("envelope", "expiration")))
 	case "signed":
 		add("txid", demoShort(get("txid")))
+		add("send", get("send")) // also the first send's intent
 	case "broadcasting":
 		add("txid", demoShort(get("txid")))
 		add("send", get("send"))

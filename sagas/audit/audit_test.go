@@ -20,7 +20,9 @@ import (
 func TestAuditPassesACleanHistory(t *testing.T) {
 	h := newHistory(t)
 	paid := h.pay("12.5", "bob")
-	h.pay("2500", "bob", "carol")
+	// Signed with the first send's intent in one event, as the worker
+	// writes it.
+	inOne := h.payInOne("2500", "bob", "carol")
 
 	// An envelope that was signed and never reached the chain, proven dead
 	// on chain time, rebuilt, then paid.
@@ -62,6 +64,19 @@ func TestAuditPassesACleanHistory(t *testing.T) {
 	one = h.one(paid, true)
 	if tl := one.Withdrawal.Timeline; tl[0].Type != aggregate.EventRequested || tl[len(tl)-1].State != aggregate.StateConfirmed {
 		t.Fatalf("timeline %+v", tl)
+	}
+	// The signature that is also the first intent: the signer recovered,
+	// the send shown, and the withdrawal broadcasting after it.
+	one = h.one(inOne, true)
+	var sawSigned bool
+	for _, e := range one.Withdrawal.Timeline {
+		if e.Type == aggregate.EventSigned {
+			d := e.Details.String()
+			sawSigned = strings.Contains(d, "send=1") && strings.Contains(d, "signer=") && e.State == aggregate.StateBroadcasting && len(e.Findings) == 0
+		}
+	}
+	if !sawSigned || one.Withdrawal.State != aggregate.StateConfirmed {
+		t.Fatalf("timeline of %s: %+v", inOne, one.Withdrawal.Timeline)
 	}
 }
 

@@ -278,6 +278,31 @@ func (h *history) send(id string, tx tron.SignedTx, onChain bool) {
 	})
 }
 
+// signAndSend signs the current envelope and records the signature with
+// the first send's intent in one event, as the worker does, then
+// broadcasts on the node (when onChain) and records the acceptance.
+func (h *history) signAndSend(id string, env tron.Envelope, onChain bool) tron.SignedTx {
+	h.t.Helper()
+	tx, err := tron.SignEnvelope(h.t.Context(), h.chain.signer, env)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	txid := env.TxIDHex()
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.RecordSignature{TxID: txid, Signature: hex.EncodeToString(tx.Signature), Policy: h.policy(), Send: 1, At: h.at()}
+	})
+	if onChain {
+		res, err := h.chain.sim.Broadcast(h.t.Context(), tx)
+		if err != nil || !res.IsAccepted() {
+			h.t.Fatalf("broadcast: %v %v", res, err)
+		}
+	}
+	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
+		return aggregate.RecordAccepted{TxID: txid, Send: 1, Result: "SUCCESS", At: h.at()}
+	})
+	return tx
+}
+
 // confirm records the confirmation the node gives (or, with block > 0, a
 // made-up one) and settles the account as the ledger saga does.
 func (h *history) confirm(id string, txid string, block int64) {
@@ -325,6 +350,19 @@ func (h *history) payReady(id string) {
 	h.confirm(id, env.TxIDHex(), 0)
 }
 
+// payInOne is pay with the signature carrying the first send's intent
+// (one event), as the worker writes it.
+func (h *history) payInOne(amount string, approvers ...string) string {
+	h.t.Helper()
+	id := h.request(amount)
+	h.approve(id, approvers...)
+	h.route(id, external(h.t))
+	_, env := h.build(id, h.policy())
+	h.signAndSend(id, env, true)
+	h.confirm(id, env.TxIDHex(), 0)
+	return id
+}
+
 // proveDead lets the chain pass the envelope's expiration + 30 s and
 // scans for its proof of death, as a worker does.
 func (h *history) proveDead(env aggregate.Envelope) aggregate.Evidence {
@@ -354,7 +392,7 @@ func (h *history) rebuiltAndPaid(amount string, approvers ...string) (id string,
 	h.do(id, func(aggregate.Withdrawal) aggregate.Command {
 		return aggregate.Rebuild{RetiredTxID: env1.TxIDHex(), Evidence: proof, Envelope: newEnv, At: h.at()}
 	})
-	h.send(id, h.sign(id, env2), true)
+	h.signAndSend(id, env2, true) // the new attempt's first send rides on its signature
 	h.confirm(id, env2.TxIDHex(), 0)
 	return id, env1
 }

@@ -168,6 +168,41 @@ var mutations = []struct {
 		h.forge(id, aggregate.Broadcasting{TxID: randomTxID(), Attempt: 1, Send: 1, At: h.at()})
 		return mutated{check: "envelope", withdrawal: id, version: 7, what: "sends txid"}
 	}},
+	{"paid on chain with no intent: signed alone, then confirmed", func(t *testing.T, h *history) mutated {
+		id := h.ready("10")
+		_, env := h.build(id, h.policy()) // v5
+		tx := h.sign(id, env)             // v6: no send in it
+		if res, err := h.chain.sim.Broadcast(t.Context(), tx); err != nil || !res.IsAccepted() {
+			t.Fatalf("broadcast: %v %v", res, err)
+		}
+		h.chain.sim.Advance(25)
+		st := h.chain.sim.Status(tx.TxID(), true)
+		h.forge(id, aggregate.Confirmed{TxID: env.TxIDHex(), BlockNumber: st.BlockNumber, BlockTime: st.BlockTime, Receipt: aggregate.ReceiptSuccess, At: h.at()}) // v7
+		return mutated{check: "transition", withdrawal: id, version: 7, what: "withdrawal.confirmed in state signed"}
+	}},
+	{"a signature claiming a send other than the first", func(t *testing.T, h *history) mutated {
+		id := h.ready("10")
+		_, env := h.build(id, h.policy()) // v5
+		tx, err := tron.SignEnvelope(t.Context(), h.chain.signer, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.forge(id, aggregate.Signed{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), PolicyVersion: h.policy().Version, Send: 2, At: h.at()}) // v6
+		return mutated{check: "decider", withdrawal: id, version: 6, what: "send 2 after send 0"}
+	}},
+	{"a second first intent after the signature's", func(t *testing.T, h *history) mutated {
+		id := h.ready("10")
+		_, env := h.build(id, h.policy()) // v5
+		tx, err := tron.SignEnvelope(t.Context(), h.chain.signer, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.do(id, func(aggregate.Withdrawal) aggregate.Command { // v6
+			return aggregate.RecordSignature{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), Policy: h.policy(), Send: 1, At: h.at()}
+		})
+		h.forge(id, aggregate.Broadcasting{TxID: env.TxIDHex(), Attempt: 1, Send: 1, At: h.at()}) // v7
+		return mutated{check: "decider", withdrawal: id, version: 7, what: "send 1 after send 1"}
+	}},
 	{"confirm of a txid never written ahead", func(t *testing.T, h *history) mutated {
 		id := h.ready("10")
 		_, env := h.build(id, h.policy())

@@ -20,7 +20,8 @@ import (
 //   - the stream: its id is a canonical operation id (UUID), the requested
 //     event names the same id, versions run 1..n without a gap, every
 //     payload decodes;
-//   - every event against the transition table (aggregate.CheckTransition)
+//   - every event against the transition table (aggregate.NextStateOf: a
+//     signature carrying the first send's intent is both edges)
 //     and, once, the whole stream against every rule the deciders enforce
 //     (aggregate.Audit, which stops at the first event that could not have
 //     been decided; the table and the checks below carry on after it);
@@ -148,8 +149,8 @@ func (a *auditor) auditWithdrawal(id string, recs []eventstore.Record) *Replay {
 			continue
 		}
 		before := w
-		if err := aggregate.CheckTransition(before.State, e.EventType()); err != nil {
-			report(i, Violation, "transition", "%s in state %s: not in the transition table", e.EventType(), StateName(before.State))
+		if _, err := aggregate.NextStateOf(before.State, e); err != nil {
+			report(i, Violation, "transition", "%s in state %s: not in the transition table", describeType(e), StateName(before.State))
 		}
 		wa.Timeline[i].Details = a.checkEvent(before, e, recs[i], func(sev Severity, check, format string, args ...any) {
 			report(i, sev, check, format, args...)
@@ -182,6 +183,15 @@ func (a *auditor) auditWithdrawal(id string, recs []eventstore.Record) *Replay {
 	wa.Retired = append(wa.Retired, w.RetiredTxIDs()...)
 	a.checkPolicyNow(wa, func(sev Severity, check, format string, args ...any) { report(-1, sev, check, format, args...) })
 	return wa
+}
+
+// describeType names e's type for a finding; a signature that is also the
+// first send's intent says so.
+func describeType(e aggregate.Event) string {
+	if s, ok := e.(aggregate.Signed); ok && s.Send != 0 {
+		return fmt.Sprintf("%s (with the intent of send %d)", e.EventType(), s.Send)
+	}
+	return e.EventType()
 }
 
 // reasonRebuiltOnReceipt names, as the reason of the failure its proof is
@@ -336,6 +346,9 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		wa.txids = append(wa.txids, txidRecord{TxID: ev.Envelope.TxID, Version: rec.AggregateVersion, Role: "current"})
 	case aggregate.Signed:
 		add("txid", ev.TxID)
+		if ev.Send != 0 { // also the intent of the first send
+			add("send", ev.Send)
+		}
 		if ev.TxID != w.Envelope.TxID {
 			report(Violation, "envelope", "signs txid %s; the current envelope is %s", ev.TxID, w.Envelope.TxID)
 		}
