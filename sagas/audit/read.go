@@ -26,7 +26,10 @@ type logCut struct {
 	// others: with a focus, the txids written ahead by every other
 	// withdrawal (txid -> owner), for the cross-stream check.
 	others map[string]txidOwner
-	events int
+	// intents, when not nil: the txids a send intent is recorded for (a
+	// broadcasting event, or a signature carrying the first send's).
+	intents map[string]txidOwner
+	events  int
 }
 
 // txidOwner is the withdrawal that wrote a txid ahead, and where.
@@ -124,6 +127,10 @@ func readLog(ctx context.Context, store *eventstore.Store, focus string, prog Pr
 // noteTxID remembers the txid an envelope event of another withdrawal
 // writes ahead (focus mode: nothing else of it is kept).
 func (c *logCut) noteTxID(r eventstore.Record) {
+	if c.intents != nil && (r.Type == aggregate.EventBroadcasting || r.Type == aggregate.EventSigned) {
+		c.noteIntent(r)
+		return
+	}
 	if r.Type != aggregate.EventEnvelopeBuilt && r.Type != aggregate.EventRebuilt {
 		return
 	}
@@ -140,6 +147,26 @@ func (c *logCut) noteTxID(r eventstore.Record) {
 	}
 	if _, seen := c.others[txid]; txid != "" && !seen {
 		c.others[txid] = txidOwner{ID: r.Key.ID, Version: r.AggregateVersion, Sequence: r.Sequence}
+	}
+}
+
+// noteIntent remembers the txid a send intent is recorded for.
+func (c *logCut) noteIntent(r eventstore.Record) {
+	e, err := aggregate.DecodeWithdrawalEvent(r.Type, r.Payload)
+	if err != nil {
+		return
+	}
+	var txid string
+	switch ev := e.(type) {
+	case aggregate.Broadcasting:
+		txid = ev.TxID
+	case aggregate.Signed:
+		if ev.Send != 0 {
+			txid = ev.TxID
+		}
+	}
+	if _, seen := c.intents[txid]; txid != "" && !seen {
+		c.intents[txid] = txidOwner{ID: r.Key.ID, Version: r.AggregateVersion, Sequence: r.Sequence}
 	}
 }
 

@@ -137,9 +137,13 @@ type blockScan struct {
 //
 // The log was read before the chain: a withdrawal a running weir wrote
 // ahead after that read can already be on chain. later reads the events
-// appended since (only when some transfer matched nothing): a transfer
-// whose txid they write ahead is in flight, not a violation.
-func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was, all []*Replay, later func(context.Context) (map[string]txidOwner, error), sum *ChainSummary) {
+// appended since (only when some transfer matched nothing, or its
+// withdrawal had no send intent at the cut): a transfer whose txid they
+// write ahead, or whose intent they record, is in flight, not a
+// violation. A txid on chain needs an intent in the log — a broadcasting
+// event or the signature carrying the first send's — since weir records
+// one before every send.
+func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was, all []*Replay, later func(context.Context) (afterCut, error), sum *ChainSummary) {
 	cr, ok := opts.Node.(tron.ChainReader)
 	if !ok {
 		sum.ChainSideNote = "the node cannot list a block's transfers: chain side not checked"
@@ -219,6 +223,11 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 
 	seen := map[string]bool{} // txids of hot-wallet transfers with SUCCESS
 	var unknown []ChainTransferRecord
+	type unsent struct {
+		wa  *Replay
+		rec ChainTransferRecord
+	}
+	var noIntent []unsent // current txids on chain whose withdrawal had no intent at the cut
 	var unread []string
 	for i, sc := range scans {
 		num := from + int64(i)
@@ -253,6 +262,8 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 				default:
 					sum.Matched++
 				}
+			case lt.role == "current" && !lt.wa.w.Terminal() && lt.wa.w.Sends == 0:
+				noIntent = append(noIntent, unsent{lt.wa, rec})
 			case lt.role == "current" && !lt.wa.w.Terminal():
 				sum.InFlight++
 				a.chainSide(lt.wa, Note, "its txid %s is on chain with SUCCESS in block %d; the log has not recorded the confirmation yet (in flight)", txid, t.BlockNumber)
@@ -268,6 +279,24 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 	}
 
 	a.judgeUnknown(ctx, unknown, later, sum)
+	for _, u := range noIntent {
+		var since afterCut
+		if later != nil {
+			var err error
+			if since, err = later(ctx); err != nil {
+				a.chainSide(u.wa, Note, "txid %s is on chain; could not read the events appended since the audit read the log to find its send intent: %v", u.rec.TxID, err)
+				continue
+			}
+		}
+		if o, ok := since.intents[u.rec.TxID]; ok {
+			sum.InFlight++
+			a.chainSide(u.wa, Note, "its txid %s is on chain with SUCCESS in block %d; its send intent was appended after the audit read the log (event %d, stream sequence %d): in flight",
+				u.rec.TxID, u.rec.Block, o.Version, o.Sequence)
+			continue
+		}
+		a.chainSide(u.wa, Violation, "txid %s moved %s USDT to %s in block %d, but the log holds no intent to send it (%s, no %s nor a %s carrying the first send): sent around weir's write-ahead",
+			u.rec.TxID, u.rec.Amount, u.rec.To, u.rec.Block, u.wa.w.State, aggregate.EventBroadcasting, aggregate.EventSigned)
+	}
 
 	// The other way: every confirmed payment recorded in a block the scan
 	// read is among that block's hot-wallet transfers.
@@ -306,14 +335,14 @@ func (a *auditor) reconcile(ctx context.Context, opts Options, solid int64, was,
 // judgeUnknown files the transfers no withdrawal in the log's cut names:
 // in flight when an event appended since writes the txid ahead, otherwise
 // "paid outside weir or log lost events".
-func (a *auditor) judgeUnknown(ctx context.Context, unknown []ChainTransferRecord, later func(context.Context) (map[string]txidOwner, error), sum *ChainSummary) {
+func (a *auditor) judgeUnknown(ctx context.Context, unknown []ChainTransferRecord, later func(context.Context) (afterCut, error), sum *ChainSummary) {
 	if len(unknown) == 0 {
 		return
 	}
 	var since map[string]txidOwner
 	if later != nil {
-		var err error
-		if since, err = later(ctx); err != nil {
+		after, err := later(ctx)
+		if since = after.txids; err != nil {
 			a.add(Finding{Severity: Note, Check: "chain_side", What: fmt.Sprintf("could not read the events appended since the audit read the log: %v", err)})
 		}
 	}
@@ -331,19 +360,32 @@ func (a *auditor) judgeUnknown(ctx context.Context, unknown []ChainTransferRecor
 	}
 }
 
-// writtenAfter returns the txids the withdrawal events appended after
-// stream sequence end write ahead (txid -> writer). Events the store
-// cannot hand over are skipped: the next audit judges them.
-func writtenAfter(store *eventstore.Store, end uint64) func(context.Context) (map[string]txidOwner, error) {
-	return func(ctx context.Context) (map[string]txidOwner, error) {
-		c := &logCut{others: map[string]txidOwner{}}
-		_, err := store.ReadAll(ctx, end+1, "", func(r eventstore.Record) error {
-			if r.Key.Type == eventlog.TypeWithdrawal {
-				c.noteTxID(r)
-			}
-			return nil
-		}, eventstore.OnViolation(func(*eventstore.IntegrityError) error { return nil }))
-		return c.others, err
+// afterCut is what the withdrawal events appended after the audit's cut
+// say of txids: those they write ahead and those they record a send
+// intent for (txid -> writer).
+type afterCut struct {
+	txids, intents map[string]txidOwner
+}
+
+// writtenAfter reads the withdrawal events appended after stream sequence
+// end, once however often it is called. Events the store cannot hand over
+// are skipped: the next audit judges them.
+func writtenAfter(store *eventstore.Store, end uint64) func(context.Context) (afterCut, error) {
+	var once sync.Once
+	var got afterCut
+	var err error
+	return func(ctx context.Context) (afterCut, error) {
+		once.Do(func() {
+			c := &logCut{others: map[string]txidOwner{}, intents: map[string]txidOwner{}}
+			_, err = store.ReadAll(ctx, end+1, "", func(r eventstore.Record) error {
+				if r.Key.Type == eventlog.TypeWithdrawal {
+					c.noteTxID(r)
+				}
+				return nil
+			}, eventstore.OnViolation(func(*eventstore.IntegrityError) error { return nil }))
+			got = afterCut{txids: c.others, intents: c.intents}
+		})
+		return got, err
 	}
 }
 

@@ -195,6 +195,42 @@ func TestChainSideNotesAPaymentInFlight(t *testing.T) {
 	}
 }
 
+// TestChainSideWantsAnIntentForEveryTxIDOnChain: weir records a send
+// intent before every send, so a transfer on chain whose withdrawal holds
+// no intent of either form (signed alone, or never signed) was sent around
+// the write-ahead: a violation. One whose intent rides on its signature
+// is in flight.
+func TestChainSideWantsAnIntentForEveryTxIDOnChain(t *testing.T) {
+	h := newHistory(t)
+	sent := h.ready("10")
+	_, env := h.build(sent, h.policy())
+	h.signAndSend(sent, env, true) // the signature carries the intent
+	h.chain.sim.Advance(25)
+	rep := h.all(true)
+	if rep.Chain.InFlight != 1 || rep.Chain.Transfers != 1 || !strings.Contains(findingsText(rep.Notes), "in flight") {
+		t.Fatalf("chain %+v notes:\n%s", rep.Chain, findingsText(rep.Notes))
+	}
+
+	leaked := h.ready("11")
+	_, env = h.build(leaked, h.policy())
+	tx := h.sign(leaked, env) // signed alone: no intent
+	if res, err := h.chain.sim.Broadcast(t.Context(), tx); err != nil || !res.IsAccepted() {
+		t.Fatalf("broadcast: %v %v", res, err)
+	}
+	h.chain.sim.Advance(25)
+	rep = h.all(false)
+	wantViolation(t, rep, leaked, h.withdrawal(leaked).Version, "txid "+env.TxIDHex()+" moved 11 USDT")
+	wantViolation(t, rep, leaked, h.withdrawal(leaked).Version, "the log holds no intent to send it (signed")
+	if rep.Chain.InFlight != 1 {
+		t.Fatalf("in flight %d: only the one with its intent is", rep.Chain.InFlight)
+	}
+	for _, f := range rep.Violations {
+		if f.Withdrawal == sent {
+			t.Fatalf("the withdrawal with its intent blamed: %s", f.What)
+		}
+	}
+}
+
 // TestAuditRefusesAnotherChain: a node whose genesis is not the expected
 // one, or whose blocks are not those the log's envelopes were built on,
 // is a violation, and nothing else is asked of it.
@@ -273,5 +309,45 @@ func TestChainSideKnowsAPaymentWrittenAfterTheLogWasRead(t *testing.T) {
 	}
 	if rep = h.all(true); rep.Chain.Matched != 2 || rep.Chain.InFlight != 0 {
 		t.Fatalf("the next audit: %+v", rep.Chain)
+	}
+}
+
+// sendDuring is a Progress that signs and sends (one event: the signature
+// carries the intent) a withdrawal built before the audit read the log,
+// and lets the chain include it, once the audit starts replaying.
+type sendDuring struct {
+	h    *history
+	id   string
+	env  tron.Envelope
+	sent bool
+}
+
+func (p *sendDuring) Start(label string, _ int) {
+	if label == "withdrawals" && !p.sent {
+		p.sent = true
+		p.h.signAndSend(p.id, p.env, true)
+		p.h.chain.sim.Advance(25)
+	}
+}
+func (*sendDuring) Set(int) {}
+func (*sendDuring) Add(int) {}
+func (*sendDuring) Done()   {}
+
+// TestChainSideKnowsAnIntentWrittenAfterTheLogWasRead: a withdrawal only
+// built when the log was read, signed and sent (its intent on the
+// signature) before the chain was: in flight, not sent around weir.
+func TestChainSideKnowsAnIntentWrittenAfterTheLogWasRead(t *testing.T) {
+	h := newHistory(t)
+	h.pay("10", "bob")
+	id := h.ready("12")
+	_, env := h.build(id, h.policy())
+	during := &sendDuring{h: h, id: id, env: env}
+	rep := h.audit(audit.Options{Progress: during})
+	if !during.sent {
+		t.Fatal("the audit never started replaying withdrawals")
+	}
+	if !rep.OK || rep.Chain.Transfers != 2 || rep.Chain.Matched != 1 || rep.Chain.InFlight != 1 ||
+		!strings.Contains(findingsText(rep.Notes), "its send intent was appended after the audit read the log") {
+		t.Fatalf("ok %v chain %+v\n%s\nnotes:\n%s", rep.OK, rep.Chain, findingsText(rep.Violations), findingsText(rep.Notes))
 	}
 }
