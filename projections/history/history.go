@@ -81,7 +81,17 @@ type Indexer struct {
 	lastSeq uint64 // WEIR_HISTORY's last sequence
 	srcSeq  uint64 // log sequence handled up to
 	changed chan struct{}
+
+	// prevs: account → the sequence of its last entry, for the accounts
+	// this follow has indexed (see prevFor). Only the follow's goroutine
+	// touches it; each follow starts it empty.
+	prevs   map[string]uint64
+	lastFor func(ctx context.Context, subject string) (uint64, error) // lastSeqFor on x.stream; tests count it
 }
+
+// maxPrevs bounds prevs; past it the map starts again (a miss reads the
+// stream, as every request did before).
+const maxPrevs = 1 << 16
 
 // NewIndexer returns an indexer reading store (opened with
 // eventlog.NewRegistry()) and appending with js to stream (EnsureStream).
@@ -89,7 +99,30 @@ func NewIndexer(store *eventstore.Store, js jetstream.JetStream, stream jetstrea
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Indexer{store: store, js: js, stream: stream, log: log, pause: 500 * time.Millisecond}
+	x := &Indexer{store: store, js: js, stream: stream, log: log, pause: 500 * time.Millisecond}
+	x.lastFor = func(ctx context.Context, subject string) (uint64, error) { return lastSeqFor(ctx, x.stream, subject) }
+	return x
+}
+
+// prevFor is the sequence of account's last entry. Every entry this follow
+// wrote was appended expecting the index's last sequence, so nothing was
+// appended between them by anyone else (a publish that did not go as
+// expected ends the follow, and the next one starts with an empty map):
+// the last entry this follow wrote for an account is its last entry.
+// Other accounts are read from the stream.
+func (x *Indexer) prevFor(ctx context.Context, account string) (uint64, error) {
+	if seq, ok := x.prevs[account]; ok {
+		return seq, nil
+	}
+	return x.lastFor(ctx, Subject(account))
+}
+
+// wrote records that account's last entry is now seq.
+func (x *Indexer) wrote(account string, seq uint64) {
+	if x.prevs == nil || len(x.prevs) >= maxPrevs {
+		x.prevs = make(map[string]uint64)
+	}
+	x.prevs[account] = seq
 }
 
 // Run indexes until ctx is done, resuming after the index's last entry.
@@ -155,6 +188,7 @@ func (x *Indexer) follow(ctx context.Context) error {
 	x.mu.Lock()
 	x.lastSeq, x.srcSeq = last, src
 	x.mu.Unlock()
+	x.prevs = make(map[string]uint64)
 	// Every record, not only withdrawals': the position then reaches the
 	// log's end, which is what a reader waits for (WaitFor).
 	return x.store.Subscribe(ctx, src+1, "", func(rec eventstore.Record) error {
@@ -187,7 +221,7 @@ func (x *Indexer) handle(ctx context.Context, rec eventstore.Record) error {
 		return fmt.Errorf("history: %s is not a request", rec.EventID)
 	}
 	entry := Entry{ID: req.ID, Account: req.Account, RequestedBy: req.RequestedBy, RequestedAt: req.At.UTC()}
-	prev, err := lastSeqFor(ctx, x.stream, Subject(req.Account))
+	prev, err := x.prevFor(ctx, req.Account)
 	if err != nil {
 		return err
 	}
@@ -210,6 +244,7 @@ func (x *Indexer) handle(ctx context.Context, rec eventstore.Record) error {
 	if ack.Duplicate {
 		return errMoved
 	}
+	x.wrote(req.Account, ack.Sequence)
 	x.set(ack.Sequence, rec.Sequence)
 	return nil
 }
