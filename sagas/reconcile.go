@@ -132,6 +132,9 @@ func (wk *Worker) dropCheckDue(ctx context.Context, f *flight, txid string) (boo
 			return false, nil
 		}
 	}
+	if id, err := tron.ParseTxID(txid); err == nil && wk.chain.headPending(id, due) {
+		return false, nil // the head scan answers for it first
+	}
 	m.askedAt[txid] = head.Number
 	return true, nil
 }

@@ -52,6 +52,7 @@ type chainWatch struct {
 	next     int64                   // the next solid block to fetch; 0 = nothing fetched yet
 	solid    int64                   // the solid head at the last follow
 	headNext int64                   // the next head block to fetch; 0 = none since the head scan last had nothing to look for
+	headDown bool                    // the last head scan failed (a node without the path, say): drop lookups do not wait for it
 	watched  map[[32]byte]*watchedTx // txids sent by this worker, not found yet
 	recent   map[int64][][32]byte    // txids of recently scanned blocks, for late registrations
 }
@@ -154,14 +155,18 @@ func (cw *chainWatch) included(txid [32]byte) bool {
 // followHead fetches the head blocks that may hold a watched txid neither
 // found by the solid scan nor yet seen in a head block, up to the head
 // (read with head: the round's), at most maxHeadScanPerFollow of them,
-// and marks the txids they hold included. With no such txid it calls
-// nothing, not even the head.
+// and marks the txids they hold included. Only a txid that a block made
+// since its send may hold by known (the last head read, no call) is
+// looked for: one sent after the last block known can be in no block yet,
+// and a burst would otherwise pay a head scan on every follow for txids
+// sent a moment ago, delaying the confirmations the solid scan brings.
+// With no such txid it calls nothing, not even the head.
 func (cw *chainWatch) followHead(ctx context.Context, node tron.Node, callCtx func(context.Context) (context.Context, context.CancelFunc),
-	head func(context.Context) (tron.BlockHeader, error)) error {
+	known int64, head func(context.Context) (tron.BlockHeader, error)) error {
 	cw.mu.Lock()
 	from := int64(0)
 	for _, wt := range cw.watched {
-		if wt.covered && wt.found == nil && !wt.included && (from == 0 || wt.from < from) {
+		if wt.covered && wt.found == nil && !wt.included && wt.from <= known && (from == 0 || wt.from < from) {
 			from = wt.from
 		}
 	}
@@ -173,6 +178,7 @@ func (cw *chainWatch) followHead(ctx context.Context, node tron.Node, callCtx fu
 	cw.mu.Unlock()
 	h, err := head(ctx)
 	if err != nil {
+		cw.down()
 		return err
 	}
 	cw.mu.Lock()
@@ -186,9 +192,11 @@ func (cw *chainWatch) followHead(ctx context.Context, node tron.Node, callCtx fu
 		infos, err := node.TxInfosByBlockNum(nctx, n)
 		cancel()
 		if err != nil {
+			cw.down()
 			return fmt.Errorf("receipts of head block %d: %w", n, err)
 		}
 		cw.mu.Lock()
+		cw.headDown = false
 		for i := range infos {
 			if wt, ok := cw.watched[infos[i].TxID]; ok && n >= wt.from {
 				wt.included = true
@@ -198,6 +206,31 @@ func (cw *chainWatch) followHead(ctx context.Context, node tron.Node, callCtx fu
 		cw.mu.Unlock()
 	}
 	return nil
+}
+
+// down notes that the head scan failed: until it fetches a block again,
+// the drop lookups it would spare do not wait for it.
+func (cw *chainWatch) down() {
+	cw.mu.Lock()
+	cw.headDown = true
+	cw.mu.Unlock()
+}
+
+// headPending reports whether the head scan, working, has yet to fetch
+// block n for txid: a drop lookup due at n waits for it rather than ask
+// what the scan is about to answer for every txid at once (on a chain
+// whose blocks come about as fast as a node round trip, the lookups would
+// otherwise overtake the scan). False when the scan is down or does not
+// look for txid (found, seen, not watched), so the lookups are never held
+// back by a scan that cannot answer.
+func (cw *chainWatch) headPending(txid [32]byte, n int64) bool {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	wt, ok := cw.watched[txid]
+	if !ok || cw.headDown || !wt.covered || wt.found != nil || wt.included {
+		return false
+	}
+	return cw.headNext <= n
 }
 
 // follow fetches the solid blocks from the scan position up to the solid

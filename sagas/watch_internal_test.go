@@ -2,6 +2,7 @@ package sagas
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -44,7 +45,7 @@ func TestHeadScanIsBoundedAndStopsWhenEveryTxidWasSeen(t *testing.T) {
 	follow := func(h int64) []int64 {
 		t.Helper()
 		head, node.asked = h, nil
-		if err := cw.followHead(ctx, node, callCtx, headNow); err != nil {
+		if err := cw.followHead(ctx, node, callCtx, h, headNow); err != nil {
 			t.Fatal(err)
 		}
 		return node.asked
@@ -54,6 +55,9 @@ func TestHeadScanIsBoundedAndStopsWhenEveryTxidWasSeen(t *testing.T) {
 		t.Fatalf("nothing watched: asked blocks %v and %d heads", asked, heads)
 	}
 	cw.watch(a, 101)
+	if asked := follow(100); len(asked) != 0 || heads != 0 {
+		t.Fatalf("no block since the send: asked blocks %v and %d heads", asked, heads)
+	}
 	if asked := follow(103); !slices.Equal(asked, []int64{101, 102, 103}) {
 		t.Fatalf("asked %v, want the blocks since the send", asked)
 	}
@@ -83,5 +87,53 @@ func TestHeadScanIsBoundedAndStopsWhenEveryTxidWasSeen(t *testing.T) {
 	cw.unwatch(b)
 	if asked := follow(300); len(asked) != 0 || cw.headNext != 0 {
 		t.Fatalf("nothing watched: asked %v, next %d", asked, cw.headNext)
+	}
+}
+
+// failingHead is a head view whose receipts path fails (a node without it).
+type failingHead struct{ tron.Node }
+
+func (failingHead) TxInfosByBlockNum(context.Context, int64) ([]tron.TxInfo, error) {
+	return nil, errors.New("404 page not found")
+}
+
+// A drop lookup due at block n waits for the head scan while the scan is
+// working and has not fetched n for the txid; never once the scan fetched
+// n, saw the txid, or failed (a node without the path: the lookups decide
+// as before the head scan existed).
+func TestADropLookupWaitsForAWorkingHeadScanOnly(t *testing.T) {
+	ctx := context.Background()
+	callCtx := func(ctx context.Context) (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+	a, b := [32]byte{1}, [32]byte{2}
+	at := func(n int64) func(context.Context) (tron.BlockHeader, error) {
+		return func(context.Context) (tron.BlockHeader, error) { return tron.BlockHeader{Number: n}, nil }
+	}
+	cw := newChainWatch()
+	cw.watch(a, 101)
+	cw.watch(b, 101)
+	if !cw.headPending(a, 103) {
+		t.Fatal("nothing fetched yet: the lookup should wait for the head scan")
+	}
+	node := &headBlocks{blocks: map[int64][][32]byte{102: {b}}}
+	if err := cw.followHead(ctx, node, callCtx, 103, at(103)); err != nil {
+		t.Fatal(err)
+	}
+	if cw.headPending(a, 103) {
+		t.Fatal("block 103 fetched without a: the lookup is due")
+	}
+	if !cw.headPending(a, 104) {
+		t.Fatal("block 104 not fetched yet: the lookup should wait")
+	}
+	if cw.headPending(b, 104) || !cw.included(b) {
+		t.Fatal("b was seen in a head block: nothing to wait for")
+	}
+	if err := cw.followHead(ctx, failingHead{}, callCtx, 104, at(104)); err == nil {
+		t.Fatal("a failing head scan reported no error")
+	}
+	if cw.headPending(a, 104) {
+		t.Fatal("the head scan is down: the lookup must not wait for it")
+	}
+	if cw.headPending([32]byte{9}, 104) {
+		t.Fatal("a txid the scan does not watch must not wait")
 	}
 }

@@ -488,7 +488,7 @@ func (wk *Worker) follow(ctx context.Context) {
 	head := func(ctx context.Context) (tron.BlockHeader, error) {
 		return wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
 	}
-	if err := wk.chain.followHead(ctx, wk.cfg.Node, wk.nodeCtx, head); err != nil && ctx.Err() == nil {
+	if err := wk.chain.followHead(ctx, wk.cfg.Node, wk.nodeCtx, wk.view.known().Number, head); err != nil && ctx.Err() == nil {
 		wk.log.Warn("head block scan will retry", "err", err)
 	}
 }
