@@ -14,17 +14,20 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// weirBinary builds ./cmd/weir once per test run.
+// weirBinary builds ./cmd/weir once per test run, into weirBinaryDir
+// (removed by TestMain).
 var weirBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "weir-e2e-bin")
 	if err != nil {
 		return "", err
 	}
+	weirBinaryDir.Store(dir)
 	bin := filepath.Join(dir, "weir")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
@@ -32,6 +35,18 @@ var weirBinary = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// weirBinaryDir is where weirBinary built the binary, if it did.
+var weirBinaryDir atomic.Value
+
+// TestMain removes the binary the end-to-end tests built (40 MB a run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dir, ok := weirBinaryDir.Load().(string); ok {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
 
 // servedProcess is `weir serve` running as a real process.
 type servedProcess struct {
