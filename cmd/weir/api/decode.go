@@ -22,7 +22,7 @@ import (
 // field only when case is ignored (checkKeys). Value checks are the
 // domain's (422).
 func decodeStrict(data []byte, v any) error {
-	trimmed := bytes.TrimSpace(data)
+	trimmed := trimJSONSpace(data)
 	if len(trimmed) == 0 {
 		return apiError(CodeMalformedJSON, "", "the body is empty; a JSON object is required")
 	}
@@ -38,6 +38,14 @@ func decodeStrict(data []byte, v any) error {
 		return apiError(CodeMalformedJSON, "", "unexpected data after the JSON object")
 	}
 	return checkKeys(trimmed, jsonNames(reflect.TypeOf(v)))
+}
+
+// trimJSONSpace drops the whitespace JSON allows around a value (RFC 8259:
+// space, tab, line feed, carriage return) and nothing else: bytes.TrimSpace
+// would also drop a form feed or a no-break space, and weir would then accept
+// a body that no JSON parser reads.
+func trimJSONSpace(data []byte) []byte {
+	return bytes.Trim(data, " \t\n\r")
 }
 
 // checkKeys refuses, with 400 malformed_json naming the key, what

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -243,7 +242,7 @@ func queueEndpoint(o *ops, name string) natsFunc {
 // decodeOptional decodes body strictly into v; an empty body leaves v as
 // it is.
 func decodeOptional(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(trimJSONSpace(body)) == 0 {
 		return nil
 	}
 	return decodeStrict(body, v)
@@ -251,7 +250,7 @@ func decodeOptional(body []byte, v any) error {
 
 // decodeEmpty accepts an empty body or {}.
 func decodeEmpty(body []byte) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(trimJSONSpace(body)) == 0 {
 		return nil
 	}
 	var empty struct{}
