@@ -2,7 +2,6 @@ package tron
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -125,20 +124,12 @@ func (l *Limited) TxInfosByBlockNum(ctx context.Context, num int64) ([]TxInfo, e
 }
 
 // Genesis and SolidBlockTransfers pass the chain reads (the audit's) on
-// under the same budget when the wrapped node is a ChainReader; otherwise
-// they answer ErrNotSupported without spending it.
+// under the same budget when the node wrapped (under any Observed) is a
+// ChainReader; otherwise they answer ErrNotSupported without spending it.
 var _ ChainReader = (*Limited)(nil)
 
-func (l *Limited) chain() (ChainReader, error) {
-	c, ok := l.node.(ChainReader)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T is not a ChainReader", ErrNotSupported, l.node)
-	}
-	return c, nil
-}
-
 func (l *Limited) Genesis(ctx context.Context) (BlockHeader, error) {
-	c, err := l.chain()
+	c, err := asChainReader(l.node)
 	if err != nil {
 		return BlockHeader{}, err
 	}
@@ -146,7 +137,7 @@ func (l *Limited) Genesis(ctx context.Context) (BlockHeader, error) {
 }
 
 func (l *Limited) SolidBlockTransfers(ctx context.Context, num int64) ([]ChainTransfer, error) {
-	c, err := l.chain()
+	c, err := asChainReader(l.node)
 	if err != nil {
 		return nil, err
 	}

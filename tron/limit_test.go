@@ -3,6 +3,7 @@ package tron
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,5 +99,23 @@ func TestLimitedPassesChainReadsUnderItsBudget(t *testing.T) {
 	}
 	if len(bare.sem) != 0 {
 		t.Fatal("an unsupported call took a slot")
+	}
+}
+
+// An Observed is a ChainReader whatever it wraps: a Limited over one over a
+// node without chain reads refuses them as it would over the bare node,
+// naming that node, before taking a slot or reaching the Observed.
+func TestLimitedRefusesChainReadsTheNodeUnderItsWrappersLacks(t *testing.T) {
+	o := NewObserved(&blockingNode{})
+	l := NewLimited(o, 0, 1)
+	l.sem <- struct{}{} // a call that took a slot would wait for it
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Genesis(ctx)
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "*tron.blockingNode") {
+		t.Fatalf("genesis over Observed over a node without chain reads: %v, want ErrNotSupported naming the node", err)
+	}
+	if o.Total() != 0 {
+		t.Fatalf("the refused call reached the Observed (%d calls)", o.Total())
 	}
 }

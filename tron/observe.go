@@ -161,13 +161,6 @@ func (o *Observed) wallet() (WalletReader, error) {
 	return nil, fmt.Errorf("%w: %T is no WalletReader", ErrNotSupported, o.Node)
 }
 
-func (o *Observed) chain() (ChainReader, error) {
-	if c, ok := o.Node.(ChainReader); ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("%w: %T is no ChainReader", ErrNotSupported, o.Node)
-}
-
 func (o *Observed) TokenBalance(ctx context.Context, contract, owner Address) (*big.Int, error) {
 	return observe(o, ctx, NodeTokenBalance, func() (*big.Int, error) {
 		w, err := o.wallet()
@@ -210,7 +203,7 @@ func (o *Observed) ChainPrices(ctx context.Context) (ChainPrices, error) {
 
 func (o *Observed) Genesis(ctx context.Context) (BlockHeader, error) {
 	return observe(o, ctx, NodeGenesis, func() (BlockHeader, error) {
-		c, err := o.chain()
+		c, err := asChainReader(o.Node)
 		if err != nil {
 			return BlockHeader{}, err
 		}
@@ -220,7 +213,7 @@ func (o *Observed) Genesis(ctx context.Context) (BlockHeader, error) {
 
 func (o *Observed) SolidBlockTransfers(ctx context.Context, num int64) ([]ChainTransfer, error) {
 	return observe(o, ctx, NodeSolidBlockTransfers, func() ([]ChainTransfer, error) {
-		c, err := o.chain()
+		c, err := asChainReader(o.Node)
 		if err != nil {
 			return nil, err
 		}

@@ -54,9 +54,38 @@ const MainnetGenesisID = "00000000000000001ebf88508a03865c71d452e25f4d51194196a1
 // reverted or ran out of energy. The message says how.
 var ErrCallFailed = errors.New("tron: contract call failed")
 
-// ErrNotSupported: the node behind an Observed does not implement the
-// called interface.
+// ErrNotSupported: the node behind an Observed or a Limited does not
+// implement the called interface.
 var ErrNotSupported = errors.New("tron: node does not support this call")
+
+// asChainReader is n's chain reads, for the wrappers (Observed, Limited) to
+// pass them on. It looks through every wrapper down to the node that
+// answers: a wrapper is a ChainReader whatever it wraps, so asking the
+// wrapper itself would tell nothing, and the call would only be refused at
+// the bottom, after every wrapper on the way had counted or spent it. A
+// node that reads no chain is ErrNotSupported, naming it; otherwise n
+// itself, so the call still goes through each wrapper.
+func asChainReader(n Node) (ChainReader, error) {
+	inner := innermost(n)
+	if _, ok := inner.(ChainReader); !ok {
+		return nil, fmt.Errorf("%w: %T is no ChainReader", ErrNotSupported, inner)
+	}
+	return n.(ChainReader), nil
+}
+
+// innermost is the node under every Observed and Limited wrapping n.
+func innermost(n Node) Node {
+	for {
+		switch w := n.(type) {
+		case *Observed:
+			n = w.Node
+		case *Limited:
+			n = w.node
+		default:
+			return n
+		}
+	}
+}
 
 // Account is an address's TRX and resources as the node reports them.
 // Energy and bandwidth recover linearly over 24 h of chain time; the Used
