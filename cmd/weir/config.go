@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,34 +89,34 @@ func nodeName(cfg serveConfig, simPath string) string {
 const genesisTimeout = 10 * time.Second
 
 // chainGenesis reads which chain the node serves: its genesis block id. A
-// node that cannot tell is asked again, with a backoff, for --startup-wait;
-// then the start is refused: a payout engine that cannot tell which chain
-// it would send on does not start.
+// node that cannot tell is asked again, with a backoff, within
+// --startup-wait; then the start is refused: a payout engine that cannot
+// tell which chain it would send on does not start. A node that reads no
+// chain at all is refused at once: waiting cannot teach it.
 func (e *engine) chainGenesis(ctx context.Context, cfg serveConfig, log *slog.Logger) (string, error) {
 	cr, ok := e.node.(tron.ChainReader)
 	if !ok {
 		return "", fmt.Errorf("refusing to start: %s cannot tell its genesis block (%T reads no chain)", nodeName(cfg, e.simPath), e.node)
 	}
-	wait := cmp.Or(cfg.StartupWait, defaultStartupWait)
-	deadline := time.Now().Add(wait)
-	backoff := startupFirstPause
-	for attempt := 1; ; attempt++ {
+	var g tron.BlockHeader
+	attempts := 0
+	// The node is wrapped (tron.Observed, tron.Limited), and a wrapper is
+	// a ChainReader whatever it wraps: the node under it that reads no
+	// chain answers ErrNotSupported.
+	canWait := func(err error) bool { return !errors.Is(err, tron.ErrNotSupported) }
+	err := e.up.doOn(ctx, "the TRON node", canWait, "genesis block", func(ctx context.Context) (err error) {
+		attempts++
 		gctx, cancel := context.WithTimeout(ctx, genesisTimeout)
-		g, err := cr.Genesis(gctx)
-		cancel()
-		if err == nil {
-			log.Info("chain", "genesis", g.IDHex(), "mainnet", g.IDHex() == tron.MainnetGenesisID, "attempts", attempt)
-			return g.IDHex(), nil
-		}
-		left := time.Until(deadline)
-		if ctx.Err() != nil || left <= 0 {
-			return "", fmt.Errorf("refusing to start: cannot tell which chain %s serves (reading its genesis block, block 0, for %s, --startup-wait): %w", nodeName(cfg, e.simPath), wait, err)
-		}
-		d := min(backoff, left)
-		log.Warn("start-up: waiting for the node to tell its genesis block", "attempt", attempt, "retry_in", d, "err", err)
-		if err := e.up.pause(ctx, d); err != nil {
-			return "", err
-		}
-		backoff = min(2*backoff, startupMaxPause)
+		defer cancel()
+		g, err = cr.Genesis(gctx)
+		return err
+	})
+	if errors.Is(err, tron.ErrNotSupported) {
+		return "", fmt.Errorf("refusing to start: %s cannot tell its genesis block: %w", nodeName(cfg, e.simPath), err)
 	}
+	if err != nil {
+		return "", fmt.Errorf("refusing to start: cannot tell which chain %s serves (reading its genesis block, block 0): %w", nodeName(cfg, e.simPath), err)
+	}
+	log.Info("chain", "genesis", g.IDHex(), "mainnet", g.IDHex() == tron.MainnetGenesisID, "attempts", attempts)
+	return g.IDHex(), nil
 }

@@ -70,7 +70,7 @@ type engine struct {
 	natsURL         string
 	tronURL         string
 	cancel          context.CancelFunc
-	up              *startup // retries start-up's JetStream calls on a slow cluster
+	up              *startup // retries start-up's calls on a slow cluster (and the node's genesis)
 	wg              sync.WaitGroup
 	closeOnce       sync.Once
 	// died records the first background loop (ledger saga, a worker, the

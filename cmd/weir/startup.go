@@ -24,6 +24,7 @@ const defaultStartupWait = 60 * time.Second
 // busy one timing out a request — so that `weir serve` waits for the
 // cluster instead of exiting on the first timeout. It gives up on the
 // first error that is not about availability, and after wait has passed.
+// The TRON node's first answer (its genesis block) waits the same way.
 type startup struct {
 	log  *slog.Logger
 	wait time.Duration
@@ -56,24 +57,31 @@ const (
 // the start-up wait (counted from newStartup) has passed. what names, for
 // the log, what start-up is waiting for.
 func (s *startup) do(ctx context.Context, what string, op func(context.Context) error) error {
+	return s.doOn(ctx, "NATS", notReady, what, op)
+}
+
+// doOn is do for start-up's calls to who (NATS, the TRON node): retry
+// says which of its errors waiting may fix; any other stops start-up at
+// once. Every call shares the one start-up wait.
+func (s *startup) doOn(ctx context.Context, who string, retry func(error) bool, what string, op func(context.Context) error) error {
 	backoff := startupFirstPause
 	for attempt := 1; ; attempt++ {
 		err := op(ctx)
 		if err == nil {
 			if attempt > 1 {
-				s.log.Info("start-up: NATS answered", "waited_for", what, "attempts", attempt)
+				s.log.Info("start-up: "+who+" answered", "waited_for", what, "attempts", attempt)
 			}
 			return nil
 		}
-		if ctx.Err() != nil || !notReady(err) {
+		if ctx.Err() != nil || !retry(err) {
 			return err
 		}
 		left := s.wait - s.now().Sub(s.start)
 		if left <= 0 {
-			return fmt.Errorf("%s: NATS still not ready after %s (--startup-wait): %w", what, s.wait, err)
+			return fmt.Errorf("%s: %s still not ready after %s (--startup-wait): %w", what, who, s.wait, err)
 		}
 		d := min(backoff, left)
-		s.log.Warn("start-up: waiting for NATS", "waiting_for", what, "attempt", attempt, "retry_in", d, "left", left.Round(time.Millisecond), "err", err)
+		s.log.Warn("start-up: waiting for "+who, "waiting_for", what, "attempt", attempt, "retry_in", d, "left", left.Round(time.Millisecond), "err", err)
 		if err := s.pause(ctx, d); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/eventstore/eventstoretest"
+	"github.com/weir-payouts/weir/tron"
 )
 
 // fakeStartup is a startup on a clock that only its pauses move.
@@ -161,5 +162,60 @@ func TestServeWaitsForNATSToComeUp(t *testing.T) {
 	want := fmt.Sprintf(`msg="start-up: waiting for NATS" waiting_for="NATS at nats://127.0.0.1:%d"`, port)
 	if strings.Count(logs, "start-up: waiting for NATS") != 1 || !strings.Contains(logs, want) {
 		t.Fatalf("want one wait, for the connection:\n%s", logs)
+	}
+}
+
+// genesisNode is a node whose Genesis fails until fails calls have been
+// made; the other Node methods are not there (nil).
+type genesisNode struct {
+	tron.Node
+	fails, calls int
+}
+
+func (n *genesisNode) Genesis(context.Context) (tron.BlockHeader, error) {
+	if n.calls++; n.calls <= n.fails {
+		return tron.BlockHeader{}, errors.New("connection refused")
+	}
+	return tron.BlockHeader{Number: 0}, nil
+}
+
+func (n *genesisNode) SolidBlockTransfers(context.Context, int64) ([]tron.ChainTransfer, error) {
+	return nil, nil
+}
+
+// TestStartWaitsForTheNodeToTellItsGenesis: a node that cannot answer yet
+// is asked again, with start-up's backoff, and the start goes on once it
+// tells its genesis block.
+func TestStartWaitsForTheNodeToTellItsGenesis(t *testing.T) {
+	var logs syncBuffer
+	s, pauses := fakeStartup(time.Minute, &logs)
+	node := &genesisNode{fails: 2}
+	e := &engine{up: s, node: tron.NewLimited(tron.NewObserved(node), 0, 1)}
+	g, err := e.chainGenesis(context.Background(), serveConfig{TronNode: "http://node"}, s.log)
+	if err != nil || g != (tron.BlockHeader{}).IDHex() {
+		t.Fatalf("genesis %q, %v", g, err)
+	}
+	if node.calls != 3 || len(*pauses) != 2 {
+		t.Fatalf("%d calls, pauses %v; want 3 calls, 2 pauses", node.calls, *pauses)
+	}
+	if out := logs.String(); strings.Count(out, `msg="start-up: waiting for the TRON node" waiting_for="genesis block"`) != 2 || !strings.Contains(out, "attempts=3") {
+		t.Fatalf("log does not say start-up waited for the node:\n%s", out)
+	}
+}
+
+// TestStartRefusesANodeThatReadsNoChainAtOnce: the node under the engine's
+// wrappers reads no chain; the wrappers are ChainReaders all the same, so
+// it is its ErrNotSupported that refuses the start: on the first answer,
+// without waiting --startup-wait for a genesis block it cannot tell.
+func TestStartRefusesANodeThatReadsNoChainAtOnce(t *testing.T) {
+	s, pauses := fakeStartup(time.Minute, io.Discard)
+	type nodeOnly struct{ tron.Node }
+	e := &engine{up: s, node: tron.NewLimited(tron.NewObserved(nodeOnly{}), 0, 1)}
+	_, err := e.chainGenesis(context.Background(), serveConfig{TronNode: "http://node"}, s.log)
+	if !errors.Is(err, tron.ErrNotSupported) || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--tron-node http://node") {
+		t.Fatalf("err %v; want the start refused, naming the node", err)
+	}
+	if len(*pauses) != 0 {
+		t.Fatalf("waited %v for a node that reads no chain", *pauses)
 	}
 }
