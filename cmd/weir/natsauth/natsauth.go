@@ -228,8 +228,10 @@ func scopedProducer(p api.Principal, consumers []string) (pub, sub []string) {
 // Authenticator admits principals by token.
 type Authenticator struct {
 	principals *api.Principals
-	names      map[string]struct{} // every principal's name
-	log        *slog.Logger
+	// perms are each principal's permissions, by name: the principals
+	// are fixed once New has them, and so are their rights.
+	perms map[string]*server.Permissions
+	log   *slog.Logger
 }
 
 // New returns an Authenticator over principals; refusals are logged (who
@@ -238,11 +240,29 @@ func New(principals *api.Principals, log *slog.Logger) *Authenticator {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	all := principals.All()
 	names := map[string]struct{}{}
-	for _, p := range principals.All() {
+	for _, p := range all {
 		names[p.Name] = struct{}{}
 	}
-	return &Authenticator{principals: principals, names: names, log: log}
+	taken := func(n string) bool { _, ok := names[n]; return ok }
+	// Every principal's consumer names, in the principals' order, so that
+	// the deny rules built from them come in one order on every start.
+	owned := make([][]string, len(all))
+	for i, p := range all {
+		owned[i] = NotifyConsumerNames(p.Name, taken)
+	}
+	perms := make(map[string]*server.Permissions, len(all))
+	for i, p := range all {
+		var others []string
+		for j := range all {
+			if j != i {
+				others = append(others, owned[j]...)
+			}
+		}
+		perms[p.Name] = Permissions(p, owned[i], others)
+	}
+	return &Authenticator{principals: principals, perms: perms, log: log}
 }
 
 // Check implements server.Authentication.
@@ -256,15 +276,16 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 		a.log.Warn("NATS connection refused: no valid principal token", "remote", remote(c), "user", opts.Username, "client", opts.Name)
 		return false
 	}
-	taken := func(n string) bool { _, ok := a.names[n]; return ok }
-	own := NotifyConsumerNames(p.Name, taken)
-	var others []string
-	for n := range a.names {
-		if n != p.Name {
-			others = append(others, NotifyConsumerNames(n, func(m string) bool { return m != n && taken(m) })...)
-		}
+	perms, ok := a.perms[p.Name]
+	if !ok {
+		// Not one of New's principals: nil permissions would allow it
+		// everything.
+		a.log.Error("NATS connection refused: principal without permissions", "remote", remote(c), "user", p.Name)
+		return false
 	}
-	c.RegisterUser(&server.User{Username: p.Name, Permissions: Permissions(p, own, others)})
+	// The server copies the rules into the connection's own structures
+	// (client.setPermissions), so connections can share them.
+	c.RegisterUser(&server.User{Username: p.Name, Permissions: perms})
 	return true
 }
 
