@@ -633,17 +633,20 @@ func (b *benchRig) roundTrip(ctx context.Context, m tron.NodeMethod) error {
 // answered, adds what the thread spent meanwhile to simCPU. The simulated
 // node answers on the caller's goroutine, so that is its own CPU (its
 // signature checks, mostly), exactly: nothing else runs on a locked thread.
-func (b *benchRig) meterSimStart() {
+// It reports whether it started a measure: only then has meterSimStop
+// anything to do.
+func (b *benchRig) meterSimStart() bool {
 	if !b.metering.Load() {
-		return
+		return false
 	}
 	runtime.LockOSThread()
 	tid, cpu, ok := benchThreadCPU()
 	if !ok {
 		runtime.UnlockOSThread()
-		return
+		return false
 	}
 	b.simCalls.Store(tid, cpu)
+	return true
 }
 
 func (b *benchRig) meterSimStop() {
@@ -697,18 +700,13 @@ func (b *benchRig) driveChain(ctx context.Context) {
 			continue
 		}
 		last = time.Now()
-		if b.metering.Load() {
-			// Locked, so the thread's CPU clock around Advance is the
-			// simulated chain's own.
-			runtime.LockOSThread()
-			_, began, ok := benchThreadCPU()
-			b.sim.Advance(1)
-			if _, ended, ok2 := benchThreadCPU(); ok && ok2 {
-				b.simCPU.Add(int64(ended - began))
-			}
-			runtime.UnlockOSThread()
-		} else {
-			b.sim.Advance(1)
+		// Metered as a node call is: the thread locked around Advance
+		// only, so its CPU clock is the simulated chain's own. Unmetered,
+		// no clock is read.
+		metered := b.meterSimStart()
+		b.sim.Advance(1)
+		if metered {
+			b.meterSimStop()
 		}
 		b.notifyWorkers()
 	}
