@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/sagas/hotwallet"
@@ -24,7 +27,7 @@ const demoWalletLow = "100"
 func (d *demoWorld) sceneWalletDry() error {
 	mon := d.eng.wallet
 	hot := d.signer.Address()
-	notesBefore, err := d.walletNotes()
+	mark, err := d.notifyMark()
 	if err != nil {
 		return err
 	}
@@ -80,11 +83,10 @@ func (d *demoWorld) sceneWalletDry() error {
 		return err
 	}
 
-	notes, err := d.walletNotes()
+	notes, err := d.walletNotes(mark)
 	if err != nil {
 		return err
 	}
-	notes = notes[len(notesBefore):]
 	d.say(1, "what WEIR_NOTIFY received on weir.notify.wallet.> meanwhile (and webhooks registered for these types):")
 	var types []string
 	for _, n := range notes {
@@ -109,32 +111,63 @@ type demoWalletNote struct {
 	notify.WalletNotification
 }
 
+// notifyMark waits until the announcer has published what the monitor
+// told it, and returns WEIR_NOTIFY's last sequence: what walletNotes, given
+// it, leaves out.
+func (d *demoWorld) notifyMark() (uint64, error) {
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer cancel()
+	if err := d.eng.walletNotes.Idle(ctx); err != nil {
+		return 0, err
+	}
+	info, err := d.eng.notifyStream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
 // walletNotes waits until the announcer has published what the monitor
-// told it, then reads every wallet notification of WEIR_NOTIFY.
-func (d *demoWorld) walletNotes() ([]demoWalletNote, error) {
+// told it, then reads the wallet notifications of WEIR_NOTIFY after stream
+// sequence after (notifyMark's), with one consumer filtered on them, rather
+// than fetching every message of the stream one by one.
+func (d *demoWorld) walletNotes(after uint64) ([]demoWalletNote, error) {
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	if err := d.eng.walletNotes.Idle(ctx); err != nil {
 		return nil, err
 	}
-	info, err := d.eng.notifyStream.Info(ctx)
+	cons, err := d.eng.notifyStream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{notify.WalletSubjectPrefix + ".>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1,
+		InactiveThreshold: time.Minute, // the server drops it by itself
+	})
 	if err != nil {
 		return nil, err
 	}
+	info := cons.CachedInfo()
+	if info == nil {
+		return nil, errors.New("wallet notifications: no consumer info")
+	}
+	// What is there now; the announcer is idle, so nothing more of the
+	// scene is on its way.
+	want := int(info.NumPending)
 	var out []demoWalletNote
-	for seq := info.State.FirstSeq; seq >= 1 && seq <= info.State.LastSeq; seq++ {
-		m, err := d.eng.notifyStream.GetMsg(ctx, seq)
+	for len(out) < want {
+		batch, err := cons.Fetch(want-len(out), jetstream.FetchContext(ctx))
 		if err != nil {
 			return nil, err
 		}
-		if !strings.HasPrefix(m.Subject, notify.WalletSubjectPrefix+".") {
-			continue
+		for m := range batch.Messages() {
+			var n notify.WalletNotification
+			if err := json.Unmarshal(m.Data(), &n); err != nil {
+				return nil, err
+			}
+			out = append(out, demoWalletNote{subject: m.Subject(), WalletNotification: n})
 		}
-		var n notify.WalletNotification
-		if err := json.Unmarshal(m.Data, &n); err != nil {
-			return nil, err
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("wallet notifications: %w", err)
 		}
-		out = append(out, demoWalletNote{subject: m.Subject, WalletNotification: n})
 	}
 	return out, nil
 }
