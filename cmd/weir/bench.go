@@ -1321,7 +1321,8 @@ func (b *benchRig) e2eAlways(rep *benchReport, n int) error {
 	}
 	// Every append the drain made to the log, once the ledger settled the
 	// last withdrawal: each takes its fsync on the one stream, the account's
-	// settlement (one per withdrawal) as much as the withdrawal's own four.
+	// settlement (one per withdrawal) as much as the withdrawal's own three
+	// (its signature is also the first send's intent: one append).
 	if err := ab.ledgerIdle(); err != nil {
 		return err
 	}
