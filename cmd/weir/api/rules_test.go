@@ -185,7 +185,10 @@ func TestVelocityTierRaisesApproversOnceEnoughWasSent(t *testing.T) {
 		}
 		return w
 	}
-	first := need("60", 1, "0")
+	// Under the tier no rule applies: the one approver is the policy's own.
+	if first := need("60", 1, "0"); len(first.AppliedRules) != 0 {
+		t.Fatalf("first, under the tier: applied %+v", first.AppliedRules)
+	}
 	second := need("50", 2, "60") // 60 + 50 > 100
 	if a := second.AppliedRules; len(a) != 1 || a[0].Kind != aggregate.RuleKindVelocity || a[0].Name != "busy" || a[0].WindowSum.String() != "60" {
 		t.Fatalf("applied: %+v", a)
@@ -207,5 +210,4 @@ func TestVelocityTierRaisesApproversOnceEnoughWasSent(t *testing.T) {
 	if w := r.withdrawal(t); w.RequiredApprovals != 1 || w.WindowSum != nil {
 		t.Fatalf("acme: %s", r.body)
 	}
-	_ = first
 }
