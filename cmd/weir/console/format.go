@@ -16,17 +16,21 @@ import (
 
 type webhookView = webhook.View
 
+// timeLayout is how the console shows a time: to the second, in UTC, the
+// same wherever it appears (callers convert to UTC first).
+const timeLayout = "2006-01-02 15:04:05 UTC"
+
 func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		"utc": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"
 			}
-			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+			return t.UTC().Format(timeLayout)
 		},
 		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		// ms is a chain time (milliseconds since the epoch) in UTC.
-		"ms": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05 UTC") },
+		"ms": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(timeLayout) },
 		"age": func(now, t time.Time) string {
 			if t.IsZero() {
 				return ""
@@ -198,7 +202,7 @@ func timeline(evs []sagas.EventView) []step {
 			for _, k := range []string{"block_number", "receipt", "result", "send", "attempt", "reason", "detail", "lease_until"} {
 				if v := firstString(m[k]); v != "" {
 					if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-						v = t.UTC().Format("2006-01-02 15:04:05 UTC")
+						v = t.UTC().Format(timeLayout)
 					}
 					s.Evidence = append(s.Evidence, strings.ReplaceAll(k, "_", " ")+" "+v)
 				}
