@@ -17,6 +17,10 @@
 //   - reading the whole log (or one aggregate type) from a position, for
 //     projections (Subscribe, ReadAll), and durable at-least-once delivery
 //     for sagas (Consume: acknowledged only after the handler succeeds);
+//   - reading the log's end once for all of a process's followers (Tail:
+//     one ordered consumer, each record verified once, held in a ring the
+//     followers' Subscribes are served from; a follower behind the ring
+//     reads the rest itself);
 //   - encoding: JSON payloads, event type and schema version in headers, a
 //     Registry that refuses unknown types loudly and upcasts old schemas;
 //   - authenticating events: with a Sealer (Keyring: HMAC-SHA256, one key

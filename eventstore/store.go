@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -125,6 +126,9 @@ type Store struct {
 	reg    *Registry
 
 	violations violationLog
+
+	// tail, when set (UseTail), serves unfiltered Subscribes.
+	tail atomic.Pointer[Tail]
 
 	// send publishes one prepared append (one message, or an atomic batch)
 	// and returns the server's ack. It is a field so that tests can lose

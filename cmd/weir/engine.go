@@ -49,9 +49,13 @@ type engine struct {
 	conns       []*nats.Conn
 	store       *eventstore.Store
 	storeCfg    eventstore.Config
-	repo        *sagas.Repo
-	intake      *sagas.Intake
-	projector   *projections.Projector
+	// tail reads the log's end once for the followers of the whole log
+	// (projector, notifications, history); each store they read through
+	// uses it (followTail).
+	tail      *eventstore.Tail
+	repo      *sagas.Repo
+	intake    *sagas.Intake
+	projector *projections.Projector
 	// publisher derives WEIR_NOTIFY from the log.
 	publisher    *notify.Publisher
 	notifyStream jetstream.Stream
@@ -421,6 +425,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	}()
 
 	// Read models and sagas.
+	if err := e.startTail(ctx, connect, log); err != nil {
+		return nil, err
+	}
+	e.followTail(e.store)
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
 		return nil, err
 	}

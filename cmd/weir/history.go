@@ -41,6 +41,7 @@ func (e *engine) startHistory(ctx context.Context, connect func(string) (*nats.C
 	}); err != nil {
 		return nil, err
 	}
+	e.followTail(store)
 	x := history.NewIndexer(store, js, stream, log.With("room", "history"))
 	e.wg.Add(1)
 	go func() {
