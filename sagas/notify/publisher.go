@@ -242,7 +242,13 @@ func (p *Publisher) Published() uint64 {
 // fold returns the withdrawal just before and just after rec.
 func (p *Publisher) fold(ctx context.Context, rec eventstore.Record) (before, after aggregate.Withdrawal, err error) {
 	id := rec.Key.ID
-	if w, ok := p.cache[id]; ok && w.Version+1 == rec.AggregateVersion {
+	w, ok := p.cache[id]
+	if rec.AggregateVersion == 1 {
+		// A withdrawal's first event folds onto nothing: no read of the
+		// log for the one event every withdrawal has.
+		w, ok = aggregate.Withdrawal{}, true
+	}
+	if ok && w.Version+1 == rec.AggregateVersion {
 		e, err := aggregate.DecodeWithdrawalEvent(rec.Type, rec.Payload)
 		if err != nil {
 			return before, after, fmt.Errorf("notify: %s event %d: %w", id, rec.AggregateVersion, err)
