@@ -52,6 +52,11 @@ func decideRequest(w Withdrawal, c RequestWithdrawal) (Event, error) {
 	}
 	// Judged after the replay check: a retry of a request accepted before
 	// the policy tightened is still a replay.
+	if c.WindowSum == nil && c.Policy.MeasuresVelocity(c.Account) {
+		// Judged without it, the tiers would fail closed and ask for the
+		// highest tier's approvers: measure, never guess.
+		return nil, newError(CodeInvalidCommand, "window_sum", "the policy's velocity tiers name account %s: its 24 h sum must be measured", c.Account)
+	}
 	var sum *Amount
 	if c.WindowSum != nil {
 		s := c.WindowSum.pin()

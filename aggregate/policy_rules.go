@@ -195,29 +195,32 @@ func (p Policy) Assess(f RequestFacts) (Assessment, error) {
 		as.Approvers += d.ExtraApprovers
 	}
 	if t, ok := p.velocityTier(f); ok {
-		sum := windowSum(f)
-		as.AppliedRules = append(as.AppliedRules, AppliedRule{Kind: RuleKindVelocity, Name: t.Name, ExtraApprovers: t.ExtraApprovers, WindowSum: &sum})
+		var sum *Amount // unmeasured: recorded as such, never as a zero
+		if f.WindowSum != nil {
+			s := f.WindowSum.pin()
+			sum = &s
+		}
+		as.AppliedRules = append(as.AppliedRules, AppliedRule{Kind: RuleKindVelocity, Name: t.Name, ExtraApprovers: t.ExtraApprovers, WindowSum: sum})
 		as.Approvers += t.ExtraApprovers
 	}
 	return as, nil
 }
 
-func windowSum(f RequestFacts) Amount {
-	if f.WindowSum == nil {
-		return AccountAsset.Zero()
-	}
-	return f.WindowSum.pin()
-}
-
 // velocityTier is the tier that applies to f: of those naming the account,
 // the one with the highest Above that the window sum plus the amount
-// exceeds.
+// exceeds. A request with no window sum — judged at its request under a
+// policy that named no tier for the account, so nobody measured it — is
+// judged as exceeding every tier: a tier added since then is never passed
+// on a sum taken for zero (it fails closed, to the highest tier).
 func (p Policy) velocityTier(f RequestFacts) (VelocityTier, bool) {
-	total := windowSum(f).Add(f.Amount)
+	var total Amount
+	if f.WindowSum != nil {
+		total = f.WindowSum.pin().Add(f.Amount)
+	}
 	var best VelocityTier
 	found := false
 	for _, t := range p.Velocity {
-		if !matchAccount(t.Accounts, f.Account) || total.Cmp(t.Above) <= 0 {
+		if !matchAccount(t.Accounts, f.Account) || f.WindowSum != nil && total.Cmp(t.Above) <= 0 {
 			continue
 		}
 		if !found || t.Above.Cmp(best.Above) > 0 {

@@ -51,13 +51,14 @@ func TestAssessAppliesDestinationAndVelocityRules(t *testing.T) {
 		approvers int
 		applied   []string
 	}{
-		{"listed destination", RequestFacts{Account: "acme", ToAddress: allowedAddr, Amount: usdt("10")}, "", 1, nil},
-		{"unlisted destination refused", RequestFacts{Account: "acme", ToAddress: otherAddr, Amount: usdt("10")}, "acme-payees", 0, nil},
-		{"unlisted destination needs two more", RequestFacts{Account: "ops-eu", ToAddress: otherAddr, Amount: usdt("10")}, "", 3, []string{"destination/ops-payees+2"}},
-		{"account no destination rule names", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("10")}, "", 1, nil},
+		{"listed destination", RequestFacts{Account: "acme", ToAddress: allowedAddr, Amount: usdt("10"), WindowSum: amountPtr("0")}, "", 1, nil},
+		{"unlisted destination refused", RequestFacts{Account: "acme", ToAddress: otherAddr, Amount: usdt("10"), WindowSum: amountPtr("0")}, "acme-payees", 0, nil},
+		{"unlisted destination needs two more", RequestFacts{Account: "ops-eu", ToAddress: otherAddr, Amount: usdt("10"), WindowSum: amountPtr("0")}, "", 3, []string{"destination/ops-payees+2"}},
+		{"account no destination rule names", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("10"), WindowSum: amountPtr("0")}, "", 1, nil},
 		{"window sum plus amount at the tier is not above it", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("10"), WindowSum: amountPtr("9990")}, "", 1, nil},
 		{"window sum plus amount above the tier", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("10.000001"), WindowSum: amountPtr("9990")}, "", 2, []string{"velocity/busy+1"}},
-		{"one large amount alone passes the tier", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("20000")}, "", 2, []string{"velocity/busy+1"}},
+		{"one large amount alone passes the tier", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("20000"), WindowSum: amountPtr("0")}, "", 2, []string{"velocity/busy+1"}},
+		{"an unmeasured window sum is judged as exceeding every tier", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("1")}, "", 3, []string{"velocity/very-busy+2"}},
 		{"the highest tier exceeded applies", RequestFacts{Account: "zeta", ToAddress: otherAddr, Amount: usdt("1"), WindowSum: amountPtr("60000")}, "", 3, []string{"velocity/very-busy+2"}},
 		{"destination and velocity add up", RequestFacts{Account: "ops-1", ToAddress: otherAddr, Amount: usdt("1"), WindowSum: amountPtr("60000")}, "", 5, []string{"destination/ops-payees+2", "velocity/very-busy+2"}},
 	}
@@ -194,7 +195,7 @@ func requestUnder(t *testing.T, p Policy, account, to, amount string, sum *Amoun
 
 func TestRequestRecordsTheRulesThatApplied(t *testing.T) {
 	p := rulesPolicy(t, 1)
-	if _, err := requestUnder(t, p, "acme", otherAddr, "10", nil); !errors.Is(err, ErrDestinationNotAllowed) {
+	if _, err := requestUnder(t, p, "acme", otherAddr, "10", amountPtr("0")); !errors.Is(err, ErrDestinationNotAllowed) {
 		t.Fatalf("unlisted destination: %v", err)
 	}
 	log, err := requestUnder(t, p, "ops-eu", otherAddr, "10", amountPtr("10000"))
@@ -221,7 +222,7 @@ func TestRequestRecordsTheRulesThatApplied(t *testing.T) {
 
 func TestDestinationRefusedAfterApprovalSendsItBackAndBlocksApproval(t *testing.T) {
 	loose := rulesPolicy(t, 1)
-	log, err := requestUnder(t, loose, "ops-eu", otherAddr, "10", nil)
+	log, err := requestUnder(t, loose, "ops-eu", otherAddr, "10", amountPtr("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,15 +275,30 @@ func TestDestinationRefusedAfterApprovalSendsItBackAndBlocksApproval(t *testing.
 	}
 }
 
+// A withdrawal requested under a policy with no velocity tier for its
+// account has no window sum: nobody measured what the account had sent. A
+// tier added later must not judge it on its amount alone (the account may
+// have sent 50,000 that day): it fails closed, to the highest tier.
 func TestVelocityTierAddedLaterRaisesWhatAQueuedWithdrawalNeeds(t *testing.T) {
 	plain := policyNeeding(t, 1, 1)
-	log, err := requestUnder(t, plain, "zeta", otherAddr, "20000", nil)
+	log, err := requestUnder(t, plain, "zeta", otherAddr, "5000", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := RequirementFor(Fold(log), rulesPolicy(t, 2))
-	if req.Approvers != 2 || len(req.AppliedRules) != 1 || req.AppliedRules[0].Name != "busy" {
+	if req.Approvers != 3 || len(req.AppliedRules) != 1 || req.AppliedRules[0].Name != "very-busy" || req.AppliedRules[0].WindowSum != nil {
 		t.Fatalf("requirement now: %+v", req)
+	}
+	evs, err := Decide(Fold(log), Approve{By: "bob", Policy: plain, At: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := Fold(append(log, evs...))
+	if approved.State != StateApproved {
+		t.Fatalf("state %s after bob's approval under the plain policy", approved.State)
+	}
+	if err := EnsureApproved(approved, rulesPolicy(t, 2)); err == nil {
+		t.Fatal("signable on one approval under the tier added since")
 	}
 	// Loosened back, the request's own requirement still binds.
 	log, _ = requestUnder(t, rulesPolicy(t, 2), "zeta", otherAddr, "20000", amountPtr("0"))
@@ -292,7 +308,7 @@ func TestVelocityTierAddedLaterRaisesWhatAQueuedWithdrawalNeeds(t *testing.T) {
 }
 
 func TestAuditRefusesAppliedRulesThatDoNotAddUp(t *testing.T) {
-	log, err := requestUnder(t, rulesPolicy(t, 1), "ops-eu", otherAddr, "10", nil)
+	log, err := requestUnder(t, rulesPolicy(t, 1), "ops-eu", otherAddr, "10", amountPtr("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,5 +370,18 @@ func TestAccountSumsWhatItSentInTheLast24Hours(t *testing.T) {
 	}
 	if err := a.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A request is judged on a measured window sum whenever the policy's tiers
+// name its account: without one it is refused, nothing decided.
+func TestRequestWithoutItsWindowSumIsRefusedWhenATierNamesTheAccount(t *testing.T) {
+	_, err := requestUnder(t, rulesPolicy(t, 1), "zeta", otherAddr, "10", nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidCommand || e.Field != "window_sum" {
+		t.Fatalf("want invalid_command on window_sum, got %v", err)
+	}
+	if _, err := requestUnder(t, policyNeeding(t, 1, 1), "zeta", otherAddr, "10", nil); err != nil {
+		t.Fatalf("no tier names the account, no sum needed: %v", err)
 	}
 }

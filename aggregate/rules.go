@@ -318,8 +318,11 @@ func checkApplied(applied []AppliedRule, required int) error {
 		if r.Name == "" || r.ExtraApprovers < 1 {
 			return newError(CodeInvalidEvent, "applied_rules", "a rule applied names itself and adds at least one approver")
 		}
-		if (r.WindowSum != nil) != (r.Kind == RuleKindVelocity) || (r.WindowSum != nil && r.WindowSum.Sign() < 0) {
-			return newError(CodeInvalidEvent, "applied_rules", "a velocity tier, and only one, records the window sum it judged")
+		// A velocity tier records the window sum it judged, or none when
+		// the request's sum was never measured (judged as exceeding every
+		// tier); a destination rule judges no sum.
+		if r.WindowSum != nil && (r.Kind != RuleKindVelocity || r.WindowSum.Sign() < 0) {
+			return newError(CodeInvalidEvent, "applied_rules", "only a velocity tier records a window sum, never a negative one")
 		}
 		extra += r.ExtraApprovers
 	}
