@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,10 +24,11 @@ const DefaultTailSize = 4096
 // and every follower verified its tag and decoded its headers again. With
 // a Tail in use (Store.UseTail), an unfiltered Subscribe is served from the
 // records the Tail has read and verified, held in a ring of the latest
-// ones; a follower behind the ring catches up on a read of its own
-// (ReadAll) and then joins the ring. What a follower is handed is exactly
-// what its own consumer would have handed it: every record from its
-// position on, in order, none twice, quarantined ones to its OnViolation.
+// ones; a follower behind the ring catches up on a consumer of its own
+// and then joins the ring. What a follower is handed is exactly what its
+// own consumer would have handed it: every record from its position on, in
+// order, none twice, quarantined ones to its OnViolation. Records are
+// shared between followers: a handler must not change a Record's Payload.
 //
 // A filtered Subscribe keeps its own consumer (the server filters; a rare
 // type need not wake for every event), and so does every Subscribe once
@@ -86,16 +88,35 @@ func (s *Store) UseTail(t *Tail) { s.tail.Store(t) }
 // consumer failed (the server went away: every read is failing then).
 const tailRetry = time.Second
 
+// tailGiveUp is how many consumers in a row may fail without reading a
+// record before the Tail stops: its followers then read on their own, and
+// their reads fail, and say so, as they would without a Tail.
+const tailGiveUp = 3
+
 // Run reads the log from the Tail's position until ctx is done, opening a
 // new ordered consumer where the last one stopped whenever it fails. When
-// Run returns, followers reading through the Tail go on with a consumer of
-// their own.
+// Run returns (ctx done, or tailGiveUp consumers in a row read nothing),
+// followers reading through the Tail go on with a consumer of their own.
 func (t *Tail) Run(ctx context.Context) error {
 	defer t.stop()
+	failed := 0
 	for {
+		t.mu.Lock()
+		before := t.hi
+		t.mu.Unlock()
 		err := t.follow(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		t.mu.Lock()
+		moved := t.hi != before
+		t.mu.Unlock()
+		if moved {
+			failed = 0
+		}
+		if failed++; failed >= tailGiveUp {
+			t.log.Error("eventstore: tail stopped; its followers read on their own", "err", err)
+			return fmt.Errorf("eventstore: tail: %d consumers in a row failed: %w", failed, err)
 		}
 		t.log.Warn("eventstore: tail consumer failed; opening another", "err", err)
 		select {
@@ -217,13 +238,12 @@ func (t *Tail) subscribe(ctx context.Context, s *Store, fromSeq uint64, handle f
 		case tailStopped:
 			return s.subscribe(ctx, next, "", handle, opts...)
 		case tailBehind:
-			// Everything up to the log's end as of now, which the ring
-			// reaches: the next pass is served from it.
-			last, err := s.ReadAll(ctx, next, "", handle, opts...)
-			if err != nil {
+			// On a consumer of its own until it is back where the ring
+			// holds the log: one consumer for the whole catch-up.
+			var err error
+			if next, err = t.catchUp(ctx, s, next, handle, o); err != nil {
 				return err
 			}
-			next = max(next, last+1)
 			continue
 		case tailWait:
 			select {
@@ -248,4 +268,48 @@ func (t *Tail) subscribe(ctx context.Context, s *Store, fromSeq uint64, handle f
 			batch[i] = tailRecord{} // the ring keeps it; the batch need not
 		}
 	}
+}
+
+// errCaughtUp ends a catch-up read.
+var errCaughtUp = errors.New("eventstore: tail: caught up")
+
+// catchUp reads from next on through an ordered consumer of s until the
+// ring holds the record after the last one handled (or the Tail stopped),
+// and returns the sequence to go on from.
+func (t *Tail) catchUp(ctx context.Context, s *Store, next uint64, handle func(Record) error, o readOptions) (uint64, error) {
+	done := func(seq uint64) error {
+		next = seq + 1
+		if t.serves(next) {
+			return errCaughtUp
+		}
+		return nil
+	}
+	err := s.subscribe(ctx, next, "", func(r Record) error {
+		if err := handle(r); err != nil {
+			return err
+		}
+		return done(r.Sequence)
+	}, OnViolation(func(v *IntegrityError) error {
+		// s.subscribe has noted it; the caller's choice decides.
+		if o.onViolation == nil {
+			return v
+		}
+		if err := o.onViolation(v); err != nil {
+			return err
+		}
+		return done(v.Sequence)
+	}))
+	if errors.Is(err, errCaughtUp) {
+		return next, nil
+	}
+	return next, err
+}
+
+// serves reports whether a follower at next can be served by the Tail from
+// now on (the ring still holds next, or the Tail has stopped and the
+// follower must go on alone anyway).
+func (t *Tail) serves(next uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return next >= t.lo || !t.running
 }
