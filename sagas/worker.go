@@ -198,6 +198,9 @@ type Worker struct {
 	log  *slog.Logger
 	wake chan struct{}
 	dead atomic.Bool
+	// solidScan and headScan say when a block scan starts and stops
+	// failing (see scanHealth).
+	solidScan, headScan scanHealth
 
 	steps sync.Mutex // one Step (or Drive) at a time; Run dispatches on its own
 
@@ -482,14 +485,32 @@ func (wk *Worker) Step(ctx context.Context) (bool, error) {
 // head blocks (on the round's head) for the txids the solid scan has not
 // found yet. A failure only delays them.
 func (wk *Worker) follow(ctx context.Context) {
-	if err := wk.chain.follow(ctx, wk.cfg.Node, wk.nodeCtx); err != nil && ctx.Err() == nil {
-		wk.log.Warn("block scan will retry", "err", err)
+	if err := wk.chain.follow(ctx, wk.cfg.Node, wk.nodeCtx); ctx.Err() == nil {
+		wk.solidScan.report(wk.log, "block scan", err)
 	}
 	head := func(ctx context.Context) (tron.BlockHeader, error) {
 		return wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
 	}
-	if err := wk.chain.followHead(ctx, wk.cfg.Node, wk.nodeCtx, wk.view.known().Number, head); err != nil && ctx.Err() == nil {
-		wk.log.Warn("head block scan will retry", "err", err)
+	if err := wk.chain.followHead(ctx, wk.cfg.Node, wk.nodeCtx, wk.view.known().Number, head); ctx.Err() == nil {
+		wk.headScan.report(wk.log, "head block scan", err)
+	}
+}
+
+// scanHealth logs a block scan's failures when they start (warn) and end
+// (info), and the ones in between at debug: a node that lacks a call fails
+// every poll, and one line per poll would bury everything else.
+type scanHealth struct{ failing atomic.Bool }
+
+func (h *scanHealth) report(log *slog.Logger, scan string, err error) {
+	switch {
+	case err == nil:
+		if h.failing.Swap(false) {
+			log.Info(scan + " works again")
+		}
+	case !h.failing.Swap(true):
+		log.Warn(scan+" will retry; until it works, failures are logged at debug level", "err", err)
+	default:
+		log.Debug(scan+" will retry", "err", err)
 	}
 }
 
