@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/sagas/audit"
+	"github.com/weir-payouts/weir/tron"
 )
 
 // listedPayee is on acme's allow-list; payee is not.
@@ -79,4 +81,30 @@ func TestAuditJudgesDestinationAndVelocityRulesThenAndNow(t *testing.T) {
 			t.Fatalf("a withdrawal approved under the rules of its time is a violation: %s", f.What)
 		}
 	}
+}
+
+// A signature recorded while the policy in force refused the destination
+// is a violation at the signed event: the re-check right before signing
+// refuses a refused destination whatever the approvals, though the amount
+// rule alone would be met.
+func TestAuditFlagsASignatureWhileThePolicyInForceRefusedTheDestination(t *testing.T) {
+	h := newHistory(t)
+	if _, err := h.intake.SetPolicy(t.Context(), rulesPolicy(t, aggregate.UnlistedExtraApprovers), "olivia"); err != nil {
+		t.Fatal(err)
+	}
+	id := h.request("60") // payee is off the list: 1 + 1
+	h.approve(id, "bob", "carol")
+	h.route(id, external(t))
+	_, env := h.build(id, h.policy())
+	if _, err := h.intake.SetPolicy(t.Context(), rulesPolicy(t, aggregate.UnlistedRefuse), "olivia"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := tron.SignEnvelope(t.Context(), h.chain.signer, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Signed on the word of v1, read just before v2 refused the payee.
+	h.forge(id, aggregate.Signed{TxID: env.TxIDHex(), Signature: hex.EncodeToString(tx.Signature), PolicyVersion: 1, At: h.at()})
+	wantViolation(t, h.one(id, false), id, h.withdrawal(id).Version,
+		`said destination rule "acme-payees" refuses the destination: the re-check right before signing refuses that`)
 }

@@ -354,14 +354,18 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 		}
 		// The re-check right before signing, every envelope (first or
 		// rebuilt): the approvals satisfy the policy in force here. Logs
-		// from before that re-check (no policy_version) only warn.
-		if p := a.policies.inForceAt(rec.Sequence); aggregate.RequirementFor(w, p.Policy).Approvers > w.DistinctApprovals() {
+		// from before that re-check (no policy_version) only warn. The
+		// whole requirement: a destination the policy refuses is unmet
+		// whatever the count, and its Approvers then count the amount
+		// rule alone.
+		p := a.policies.inForceAt(rec.Sequence)
+		if req, n := aggregate.RequirementFor(w, p.Policy), w.DistinctApprovals(); unmet(req, n) {
 			sev := Violation
 			if ev.PolicyVersion == 0 {
 				sev = Warning
 			}
-			report(sev, "policy_then", "signed with %d approvals while policy %s required %d: the re-check right before signing refuses that",
-				w.DistinctApprovals(), p.label(), aggregate.RequirementFor(w, p.Policy).Approvers)
+			report(sev, "policy_then", "signed with %d approvals while policy %s said %s: the re-check right before signing refuses that",
+				n, p.label(), describe(req))
 		}
 		if signer, ok := checkSignature(w, ev, report); ok {
 			add("signer", signer)
