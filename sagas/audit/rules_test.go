@@ -108,3 +108,17 @@ func TestAuditFlagsASignatureWhileThePolicyInForceRefusedTheDestination(t *testi
 	wantViolation(t, h.one(id, false), id, h.withdrawal(id).Version,
 		`said destination rule "acme-payees" refuses the destination: the re-check right before signing refuses that`)
 }
+
+// A request recorded without a window sum under a policy whose velocity
+// tier names its account is a violation: its tiers were judged as if the
+// account had sent nothing.
+func TestAuditFlagsARequestWithoutTheWindowSumItsPolicyMeasures(t *testing.T) {
+	h := newHistory(t)
+	if _, err := h.intake.SetPolicy(t.Context(), rulesPolicy(t, aggregate.UnlistedExtraApprovers), "olivia"); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	h.forge(id, aggregate.Requested{ID: id, Account: "acme", ToAddress: listedPayee, Amount: aggregate.MustParseAmount(aggregate.USDT, "1"),
+		Asset: aggregate.USDT.Code, RequestedBy: "alice", RequiredApprovals: 1, Rule: "single", PolicyName: "acme rules", PolicyVersion: 1, At: h.at()})
+	wantViolation(t, h.one(id, false), id, 1, `records no window_sum, though policy v1 has a velocity tier for account acme`)
+}

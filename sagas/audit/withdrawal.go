@@ -25,6 +25,9 @@ import (
 //     and, once, the whole stream against every rule the deciders enforce
 //     (aggregate.Audit, which stops at the first event that could not have
 //     been decided; the table and the checks below carry on after it);
+//   - the request: what it records is what the policy version it names
+//     says, and it carries a window sum when that policy has a velocity
+//     tier for the account (the sum itself is taken on the intake's word);
 //   - approvals: never the requester, never the same approver twice, the
 //     rule and requirement they record are what the policy version they
 //     name says for the amount, and that version existed when they were
@@ -265,6 +268,14 @@ func (a *auditor) checkEvent(w aggregate.Withdrawal, e aggregate.Event, rec even
 			case req.Rule != ev.Rule || req.Approvers != ev.RequiredApprovals || !aggregate.SameApplied(req.AppliedRules, ev.AppliedRules):
 				report(Violation, "policy_then", "records %s; policy v%d says %s for %s to %s",
 					describeRule(ev.Rule, ev.RequiredApprovals, ev.AppliedRules), ev.PolicyVersion, describe(req), ev.Amount, ev.ToAddress)
+			}
+			// The window sum is the intake's word (not recomputed here:
+			// racing requests may each measure without the other), but a
+			// policy with a velocity tier for the account needs one: without
+			// it the tiers were judged as if nothing had been sent.
+			if ev.WindowSum == nil && pv.Policy.MeasuresVelocity(ev.Account) {
+				report(Violation, "policy_then", "records no window_sum, though policy v%d has a velocity tier for account %s: its tiers were judged on nothing sent",
+					ev.PolicyVersion, ev.Account)
 			}
 		}
 	case aggregate.ApprovalRecorded:
