@@ -108,6 +108,11 @@ func CountLoadsOf(r *Repo, typ, id string) *atomic.Int64 {
 // Tests only.
 func ReservedRemembered(l *Ledger) int { return l.reserved.len() }
 
+// FollowPolicyUndelivered makes in's policy cache answer as it does while
+// a watcher follows the policy subject but has delivered no event yet (the
+// moment between an append and its delivery). Tests only.
+func FollowPolicyUndelivered(in *Intake) { in.policyCache.setLive(true) }
+
 // PolicyWatch reports whether in's policy watcher follows the policy
 // subject, and the last policy event it saw. Tests only.
 func PolicyWatch(in *Intake) (live bool, seen uint64) {

@@ -378,8 +378,8 @@ func (in *Intake) SetPolicy(ctx context.Context, p aggregate.Policy, by string) 
 	if err := CheckPolicy(p); err != nil {
 		return aggregate.Policy{}, err
 	}
-	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})
-	in.policyCache.invalidate(0) // this process reads its own write at once
+	s, pos, err := in.repo.updatePolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, At: in.now().UTC()})
+	in.policyCache.wrote(s, pos, err) // this process reads its own write at once
 	if err != nil {
 		return aggregate.Policy{}, err
 	}

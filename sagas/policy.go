@@ -67,8 +67,8 @@ func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by stri
 	if err := CheckPolicy(p); err != nil {
 		return PolicyChange{}, err
 	}
-	s, err := in.repo.SetPolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
-	in.policyCache.invalidate(0) // this process reads its own write at once
+	s, pos, err := in.repo.updatePolicy(ctx, aggregate.SetPolicy{Policy: p, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
+	in.policyCache.wrote(s, pos, err) // this process reads its own write at once
 	if err != nil {
 		return PolicyChange{}, err
 	}
@@ -83,8 +83,8 @@ func (in *Intake) ProposePolicy(ctx context.Context, p aggregate.Policy, by stri
 // approval that completes the quorum puts it in force. The proposer cannot
 // approve (self_approval); an operator's second approval counts once.
 func (in *Intake) ApprovePolicy(ctx context.Context, version int, by string) (PolicyChange, error) {
-	s, err := in.repo.ApprovePolicy(ctx, aggregate.ApprovePolicy{Version: version, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
-	in.policyCache.invalidate(0) // this process reads its own write at once
+	s, pos, err := in.repo.updatePolicy(ctx, aggregate.ApprovePolicy{Version: version, By: by, Quorum: in.quorum(ctx), At: in.now().UTC()})
+	in.policyCache.wrote(s, pos, err) // this process reads its own write at once
 	if err != nil {
 		return PolicyChange{}, err
 	}

@@ -14,9 +14,9 @@ import (
 // policyCache holds the policy in force for the intake between policy
 // events, so a request does not read the policy stream (a direct get, a
 // tag check and a decode) every time. It answers only while WatchPolicy
-// follows the policy subject: every policy event (and this intake's own
-// policy writes, at once) drops it, and a read that an event overtook is
-// not kept. Without a watcher every question reads the log, as before.
+// follows the policy subject: every policy event drops it, this intake's
+// own policy writes replace it at once, and a read that an event or an own
+// write overtook is not kept. Without a watcher every question reads the log, as before.
 //
 // What a stale answer could change is bounded as the uncached read already
 // was (PolicyInForce may be answered by a replica that lags): the policy a
@@ -49,14 +49,34 @@ func (c *policyCache) fill(p aggregate.Policy, pos eventstore.Position, gen uint
 	}
 }
 
-// invalidate drops the cached policy; seq is the policy event's stream
-// sequence when the watcher saw one (0 for this intake's own writes).
+// invalidate drops the cached policy; seq is the stream sequence of the
+// policy event the watcher saw.
 func (c *policyCache) invalidate(seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invalidateLocked(seq)
+}
+
+func (c *policyCache) invalidateLocked(seq uint64) {
 	c.seen = max(c.seen, seq)
 	c.gen++
 	c.valid = false
+}
+
+// wrote records this intake's own policy write, which left the policy
+// stream at pos in state s (err: refused, or not known to be written).
+// Until the watcher delivers the event, a replica behind the write could
+// answer the next read with the old policy, and that answer would be kept:
+// so no read behind pos is kept from now on, and the written state is
+// kept at once. An event the watcher saw after pos still wins: fill's
+// rules apply.
+func (c *policyCache) wrote(s aggregate.PolicyState, pos eventstore.Position, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invalidateLocked(pos.Sequence)
+	if err == nil && c.live && pos.Sequence != 0 && pos.Sequence >= c.seen {
+		c.p, c.valid = policyInForce(s), true
+	}
 }
 
 func (c *policyCache) setLive(live bool) {

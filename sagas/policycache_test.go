@@ -132,3 +132,28 @@ func TestIntakePolicyCacheKeepsNoReadBehindTheWatcher(t *testing.T) {
 		t.Fatalf("%d reads for 3 questions, want 3: a read behind the watcher was kept", n)
 	}
 }
+
+// The intake's own policy change is what it answers next, even when its
+// reads lag behind the change and the watcher has not delivered the event:
+// a read answered by the replica at the old position is not kept in its
+// place.
+func TestIntakePolicyCacheReadsItsOwnWriteOverALaggingReplica(t *testing.T) {
+	s := newStack(t, "")
+	ctx := context.Background()
+	if _, err := s.intake.SetPolicy(ctx, policyNamed(t, "first", 1), "olivia"); err != nil {
+		t.Fatal(err)
+	}
+	sagas.FollowPolicyUndelivered(s.intake)
+	sagas.LagReads(s.repo, eventlog.TypePolicy, 1) // this process's reads miss the last policy event
+	if _, err := s.intake.SetPolicy(ctx, policyNamed(t, "second", 2), "olivia"); err != nil {
+		t.Fatal(err)
+	}
+	wantPolicyVersion(t, s.intake, 2)
+	wantPolicyVersion(t, s.intake, 2)
+
+	ch, err := s.intake.ProposePolicy(ctx, policyNamed(t, "third", 3), "olivia")
+	if err != nil || ch.InForce.Version != 3 {
+		t.Fatalf("proposal under a quorum of 1: in force v%d, %v", ch.InForce.Version, err)
+	}
+	wantPolicyVersion(t, s.intake, 3)
+}

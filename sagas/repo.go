@@ -435,18 +435,20 @@ func policyInForce(s aggregate.PolicyState) aggregate.Policy {
 // SetPolicy proposes a policy, in force at once under a quorum of 1 (no
 // event when it says the same as the one in force or the open proposal).
 func (r *Repo) SetPolicy(ctx context.Context, c aggregate.SetPolicy) (aggregate.PolicyState, error) {
-	s, _, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
-		return aggregate.DecidePolicy(s, c)
-	})
+	s, _, err := r.updatePolicy(ctx, c)
 	return s, err
 }
 
-// ApprovePolicy records an operator's approval of the open policy proposal.
-func (r *Repo) ApprovePolicy(ctx context.Context, c aggregate.ApprovePolicy) (aggregate.PolicyState, error) {
-	s, _, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
+// updatePolicy decides c (a proposal, or an operator's approval of the
+// open proposal) on the policy stream and appends it. The position
+// is the stream's after the write (or where the decision was made, when
+// nothing was appended), so the writer can tell a read behind its own
+// write (policyCache.wrote).
+func (r *Repo) updatePolicy(ctx context.Context, c aggregate.PolicyCommand) (aggregate.PolicyState, eventstore.Position, error) {
+	s, pos, _, err := update(ctx, r, policyKind, eventlog.PolicyStreamID, nil, func(s aggregate.PolicyState) ([]aggregate.PolicyEvent, error) {
 		return aggregate.DecidePolicy(s, c)
 	})
-	return s, err
+	return s, pos, err
 }
 
 // keyedMutex serialises work per key within one process. Entries are
