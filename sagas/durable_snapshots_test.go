@@ -3,6 +3,7 @@ package sagas_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,4 +203,33 @@ func TestForgedOrStaleStoredSnapshotsAreIgnored(t *testing.T) {
 func resealSnapshot(t *testing.T, key eventstore.Sealer, m map[string]any) string {
 	t.Helper()
 	return sagas.SealSnapshotForTest(key, m)
+}
+
+// A stored snapshot becomes this process's own only once the log passes
+// through it: a load that fails to read the log leaves nothing held, and
+// one that succeeds holds the fold, marked as stored, so that it is not
+// written back.
+func TestAStoredSnapshotIsHeldOnlyOnceTheLogPassesThroughIt(t *testing.T) {
+	d := newDurableRig(t)
+	first, snaps := d.process()
+	d.credits(first, "hot", "dep-", 8) // snapshots due at versions 4 and 8
+	d.waitWritten(snaps, 2)
+	d.credits(first, "hot", "more-", 3)
+
+	second, _ := d.process()
+	restore := sagas.FailReads(second, errors.New("replica unreachable"))
+	if _, _, err := second.Account(d.ctx, "hot"); err == nil {
+		t.Fatal("the account loaded without its log")
+	}
+	if pos, _, ok := sagas.HeldSnapshot(second, eventlog.TypeAccount, "hot"); ok {
+		t.Fatalf("the stored snapshot is held at %+v though the log was never read", pos)
+	}
+	restore()
+	a, _, err := second.Account(d.ctx, "hot")
+	if err != nil || a.Version != 11 {
+		t.Fatalf("account at v%d: %v", a.Version, err)
+	}
+	if pos, durable, ok := sagas.HeldSnapshot(second, eventlog.TypeAccount, "hot"); !ok || pos.Version != 11 || durable != 8 {
+		t.Fatalf("held %v at %+v, stored at v%d; want the fold at v11, stored at v8", ok, pos, durable)
+	}
 }

@@ -67,7 +67,24 @@ func CountReads(r *Repo) *atomic.Int64 {
 // it. Tests only.
 func PlantSnapshot(r *Repo, typ, id string, state any, pos eventstore.Position) {
 	r.snaps.drop(typ, id)
-	r.snaps.put(typ, id, state, pos)
+	r.snaps.put(typ, id, state, pos, 0)
+}
+
+// HeldSnapshot is the snapshot r holds of typ/id in memory: its position
+// and the version it knows to be in the bucket. Tests only.
+func HeldSnapshot(r *Repo, typ, id string) (pos eventstore.Position, durable uint64, ok bool) {
+	s, ok := r.snaps.get(typ, id)
+	return s.pos, s.durable, ok
+}
+
+// FailReads makes r's ordinary reads fail with err until restore is
+// called (a replica that cannot be reached). Tests only.
+func FailReads(r *Repo, err error) (restore func()) {
+	exact := r.read
+	r.read = func(context.Context, eventstore.Key, eventstore.Position) ([]eventstore.Record, eventstore.Position, error) {
+		return nil, eventstore.Position{}, err
+	}
+	return func() { r.read = exact }
 }
 
 // SealSnapshotForTest returns the hex tag key gives a snapshot document

@@ -64,9 +64,10 @@ type Repo struct {
 func (r *Repo) UseDurableSnapshots(d *DurableSnapshots) { r.durable = d }
 
 // remember keeps state at pos as the in-memory snapshot and, every so many
-// events, queues it for the bucket.
-func (r *Repo) remember(typ, id string, state any, pos eventstore.Position) {
-	durableAt, kept := r.snaps.put(typ, id, state, pos)
+// events, queues it for the bucket. durable is the version of the bucket's
+// snapshot state was folded from (0: none), which is in the bucket already.
+func (r *Repo) remember(typ, id string, state any, pos eventstore.Position, durable uint64) {
+	durableAt, kept := r.snaps.put(typ, id, state, pos, durable)
 	if !kept || r.durable == nil || !durableKind(typ) || !r.durable.due(durableAt, pos.Version) {
 		return
 	}
@@ -151,7 +152,7 @@ var (
 func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool) (S, eventstore.Position, error) {
 	if k.foldFrom != nil {
 		if snap, ok := r.snaps.get(k.typ, id); ok {
-			s, pos, err := loadFrom(ctx, r, k, id, latest, snap.state.(S), snap.pos)
+			s, pos, err := loadFrom(ctx, r, k, id, latest, snap.state.(S), snap.pos, 0)
 			if !errors.Is(err, eventstore.ErrSnapshotMismatch) {
 				return s, pos, err
 			}
@@ -159,26 +160,26 @@ func load[S any, E interface{ EventType() string }](ctx context.Context, r *Repo
 		} else if r.durable != nil && durableKind(k.typ) {
 			if a, spos, ok := r.durable.read(ctx, k.typ, id); ok {
 				if st, ok := any(a).(S); ok {
-					// Held as this process's snapshot first, so folding the
-					// newer events does not write the same one back.
-					r.snaps.put(k.typ, id, st, spos)
-					r.snaps.markDurable(k.typ, id, spos.Version)
-					s, pos, err := loadFrom(ctx, r, k, id, latest, st, spos)
+					// Held as this process's snapshot only once the log
+					// passes through it (loadFrom keeps the fold), marked
+					// as in the bucket so that the fold does not write the
+					// same one back.
+					s, pos, err := loadFrom(ctx, r, k, id, latest, st, spos, spos.Version)
 					if !errors.Is(err, eventstore.ErrSnapshotMismatch) {
 						return s, pos, err
 					}
-					r.snaps.drop(k.typ, id)
 					r.durable.ignore(k.typ, id, "log", err)
 				}
 			}
 		}
 	}
 	var zero S
-	return loadFrom(ctx, r, k, id, latest, zero, eventstore.Position{})
+	return loadFrom(ctx, r, k, id, latest, zero, eventstore.Position{}, 0)
 }
 
-// loadFrom folds the events after since onto s, the state at since.
-func loadFrom[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool, s S, since eventstore.Position) (S, eventstore.Position, error) {
+// loadFrom folds the events after since onto s, the state at since;
+// durable is the version of the bucket's snapshot s is (0: it is none).
+func loadFrom[S any, E interface{ EventType() string }](ctx context.Context, r *Repo, k kind[S, E], id string, latest bool, s S, since eventstore.Position, durable uint64) (S, eventstore.Position, error) {
 	var zero S
 	read := r.read
 	if latest {
@@ -207,7 +208,7 @@ func loadFrom[S any, E interface{ EventType() string }](ctx context.Context, r *
 	case k.foldFrom != nil:
 		s = k.foldFrom(s, events)
 		if pos.Sequence != 0 {
-			r.remember(k.typ, id, s, pos)
+			r.remember(k.typ, id, s, pos, durable)
 		}
 	default:
 		for i, e := range events {
@@ -240,7 +241,7 @@ func appendAt[S any, E interface{ EventType() string }](ctx context.Context, r *
 	}
 	if k.foldFrom != nil {
 		s = k.foldFrom(s, events)
-		r.remember(k.typ, id, s, newPos)
+		r.remember(k.typ, id, s, newPos, 0)
 	} else {
 		for _, e := range events {
 			s = k.evolve(s, e)
@@ -325,7 +326,7 @@ func (r *Repo) Withdrawal(ctx context.Context, id string) (aggregate.Withdrawal,
 // of the subject's last event when nothing came since. If the log does not
 // pass through at, the withdrawal is folded from its first event instead.
 func (r *Repo) WithdrawalSince(ctx context.Context, id string, known aggregate.Withdrawal, at eventstore.Position) (aggregate.Withdrawal, eventstore.Position, error) {
-	w, pos, err := loadFrom(ctx, r, withdrawalKind, id, false, known, at)
+	w, pos, err := loadFrom(ctx, r, withdrawalKind, id, false, known, at, 0)
 	if errors.Is(err, eventstore.ErrSnapshotMismatch) {
 		return r.Withdrawal(ctx, id)
 	}

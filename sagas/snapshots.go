@@ -49,9 +49,10 @@ func (c *snapshots) get(typ, id string) (snapshot, bool) {
 }
 
 // put records state at pos unless a snapshot at least as far along is
-// already held (a lagging replica must not move a snapshot back). It
-// returns the version last made durable and whether state was kept.
-func (c *snapshots) put(typ, id string, state any, pos eventstore.Position) (durable uint64, kept bool) {
+// already held (a lagging replica must not move a snapshot back); durable
+// is the version of a snapshot of it known to be in the bucket (0: none).
+// It returns the version last made durable and whether state was kept.
+func (c *snapshots) put(typ, id string, state any, pos eventstore.Position, durable uint64) (uint64, bool) {
 	if c.max <= 0 {
 		return 0, false
 	}
@@ -62,7 +63,7 @@ func (c *snapshots) put(typ, id string, state any, pos eventstore.Position) (dur
 		if old.pos.Sequence >= pos.Sequence {
 			return old.durable, false
 		}
-		durable = old.durable
+		durable = max(durable, old.durable)
 	} else if len(c.m) >= c.max {
 		for k := range c.m {
 			delete(c.m, k)
