@@ -11,21 +11,26 @@ import (
 )
 
 // viewNode answers Head and RefBlock with numbers it is told, counting the
-// calls; with gate set, every call waits for the gate first.
+// calls; with gate set, every call waits for the gate first, having taken
+// its number (and said so on entered, when set).
 type viewNode struct {
 	tron.Node
 	mu         sync.Mutex
 	head, ref  int64
 	heads, rfs int
 	gate       chan struct{}
+	entered    chan struct{}
 	fail       bool
 }
 
 func (n *viewNode) answer(num int64, count *int) (tron.BlockHeader, error) {
 	n.mu.Lock()
-	gate := n.gate
+	gate, entered := n.gate, n.entered
 	n.mu.Unlock()
 	if gate != nil {
+		if entered != nil {
+			entered <- struct{}{}
+		}
 		<-gate
 	}
 	n.mu.Lock()
@@ -155,5 +160,31 @@ func waitRead(t *testing.T, v *chainView) {
 			t.Fatal("the background read never ended")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A background read that a newer synchronous read overtook does not move
+// the head back: the view keeps the newer block.
+func TestChainViewBackgroundReadNeverMovesTheHeadBack(t *testing.T) {
+	ctx := t.Context()
+	n := &viewNode{head: 10}
+	v := &chainView{}
+	if h, err := v.headNow(ctx, n, noTimeout); err != nil || h.Number != 10 {
+		t.Fatalf("first read: %d %v", h.Number, err)
+	}
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	n.set(func() { n.head, n.gate, n.entered = 20, gate, entered })
+	v.next(ctx, n, noTimeout) // the background read takes block 20, then waits
+	<-entered
+	// Meanwhile a round starts with expire and reads the head itself.
+	n.set(func() { n.head, n.gate = 21, nil })
+	v.expire()
+	if h, err := v.headNow(ctx, n, noTimeout); err != nil || h.Number != 21 {
+		t.Fatalf("synchronous read: %d %v, want 21", h.Number, err)
+	}
+	close(gate)
+	waitRead(t, v)
+	if h, err := v.headNow(ctx, n, noTimeout); err != nil || h.Number != 21 || v.known().Number != 21 {
+		t.Fatalf("after the background read of 20 ended: head %d (%v), known %d; want 21", h.Number, err, v.known().Number)
 	}
 }

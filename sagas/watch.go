@@ -349,8 +349,14 @@ func (v *chainView) next(ctx context.Context, node tron.Node, callCtx func(conte
 			v.headOK, v.refOK = false, false
 			return
 		}
-		v.head, v.headOK = h, true
-		if ref {
+		// A read made meanwhile (after an expire, or for a reference
+		// block this round had not read) may be newer than this one,
+		// which a slower or lagging backend answered: the view never
+		// moves back.
+		if h.Number >= v.head.Number {
+			v.head, v.headOK = h, true
+		}
+		if ref && r.Number >= v.ref.Number {
 			v.ref, v.refOK = r, true
 		}
 	}()
