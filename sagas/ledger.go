@@ -30,10 +30,17 @@ const LedgerConsumer = "weir-ledger"
 //	                                  funds_reserved, or release if the
 //	                                  withdrawal ended meanwhile
 //
-// Every step is idempotent (by withdrawal id on the account, by replay on
-// the withdrawal), so the intake may run a step inline for a fast reply and
-// the durable consumer may run it again after a crash: no startup scan, no
-// reaper — an unacknowledged event is simply redelivered.
+// Every step is idempotent, so the intake may run a step inline for a fast
+// reply and the durable consumer may run it again after a crash: no startup
+// scan, no reaper — an unacknowledged event is simply redelivered. The
+// account's live state forgets a reservation once it is closed, so it
+// answers a repeated step alone only while the reservation is held (and
+// for an internal credit, which it keys by withdrawal id); after that the
+// withdrawal's own stream does: a repeated reserve asks it whether it was
+// reserved or ended (ReserveFor), a settle that finds no reservation is a
+// replay when the withdrawal was recorded reserved (Finish), and a release
+// that finds none has nothing to give back (Release). The outcome is
+// recorded on the withdrawal only if it is not there yet.
 //
 // The account.reserved step closes the gap a reserving path leaves when it
 // dies between its two appends (account, then withdrawal): if the

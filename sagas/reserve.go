@@ -28,8 +28,10 @@ import (
 // the state dropped (cmd.RequestedAt, recorded on each reservation) cannot
 // have a dropped reservation (aggregate.Account.MayHaveForgotten).
 //
-// Returns nil when nothing was to be done; the caller then reads the
-// withdrawal and finds out why.
+// It returns nil both when it reserved and when there was nothing to
+// reserve (the reservation is held already, or the withdrawal is reserved
+// or ended) and does not say which: the caller goes on to record the
+// reservation on the withdrawal, whose own decision tells the two apart.
 func (r *Repo) ReserveFor(ctx context.Context, wid string, cmd aggregate.Reserve) error {
 	_, _, _, err := update(ctx, r, accountKind, cmd.Account, nil, func(a aggregate.Account) ([]aggregate.AccountEvent, error) {
 		events, err := aggregate.DecideAccount(a, cmd)

@@ -349,9 +349,10 @@ func (s *Service) Deliveries(ctx context.Context, id string, limit int, before u
 		if err != nil {
 			return nil, 0, err
 		}
-		if ok { // gone since it was listed (kept DeliveryHistory)
-			page = append(page, d)
+		if !ok {
+			continue // gone since it was listed (kept DeliveryHistory)
 		}
+		page = append(page, d)
 	}
 	return page, 0, nil
 }
