@@ -3,7 +3,9 @@ package aggregate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -17,6 +19,13 @@ func referenceSnapshot(a Account) ([]byte, error) {
 		Recent: a.recent.list(), Forgotten: a.forgotten, ForgottenUnknown: a.forgottenUnknown,
 	})
 }
+
+// asMap returns the reservations as one map (the snapshot's encoding).
+func (s *reservationSet) asMap() map[string]Reservation {
+	return maps.Collect(s.all())
+}
+
+func (l *recentLog) list() []recentReservation { return slices.Collect(l.all()) }
 
 // MarshalSnapshot writes without reflection the bytes encoding/json
 // writes for the same state (so stored snapshots are unchanged), for

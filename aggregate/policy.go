@@ -166,9 +166,6 @@ func (p Policy) RuleFor(amount Amount) Rule {
 	return best
 }
 
-// Required is the number of distinct approvers amount needs under p.
-func (p Policy) Required(amount Amount) int { return p.RuleFor(amount).Approvers }
-
 // SameRules reports whether p and q say the same thing (name, rules,
 // destination rules and velocity tiers, in any order), whatever their
 // versions.

@@ -109,7 +109,7 @@ func TestANewProposalSupersedesTheOpenOne(t *testing.T) {
 		t.Fatalf("approving a version never proposed: %v", err)
 	}
 	s, _ = policyStep(t, s, ApprovePolicy{Version: 2, By: "bob", Quorum: 2, At: at(5)})
-	if s.Policy.Version != 2 || s.Policy.Required(usdt("1")) != 3 {
+	if s.Policy.Version != 2 || s.Policy.RuleFor(usdt("1")).Approvers != 3 {
 		t.Fatalf("in force: %+v", s.Policy)
 	}
 	s, evs := policyStep(t, s, SetPolicy{Policy: onePerAmount(t), By: "olivia", Quorum: 2, At: at(6)})

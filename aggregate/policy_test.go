@@ -60,7 +60,7 @@ func TestParsePolicyJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "tiers" || len(p.Rules) != 2 || p.Required(usdt("1000.5")) != 1 || p.Required(usdt("1000.500001")) != 2 {
+	if p.Name != "tiers" || len(p.Rules) != 2 || p.RuleFor(usdt("1000.5")).Approvers != 1 || p.RuleFor(usdt("1000.500001")).Approvers != 2 {
 		t.Fatalf("%+v", p)
 	}
 	out, _ := json.Marshal(p.WithVersion(4))
@@ -120,7 +120,7 @@ func TestPolicyChangesAreVersionedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = FoldPolicy([]PolicyEvent{firstPolicyEvent(t, DefaultPolicy()), back})
-	if s.Policy.Version != 2 || s.Policy.Required(usdt("1")) != 2 || s.Events != 2 {
+	if s.Policy.Version != 2 || s.Policy.RuleFor(usdt("1")).Approvers != 2 || s.Events != 2 {
 		t.Fatalf("%+v", s)
 	}
 	if _, err := DecidePolicy(s, SetPolicy{Policy: Policy{Name: "bad"}, By: "ops", At: t0}); !errors.Is(err, ErrInvalidPolicy) {
@@ -196,8 +196,8 @@ func TestPolicyFixtures(t *testing.T) {
 		if (err == nil) != want.ok {
 			t.Fatalf("%s: %v", file, err)
 		}
-		if want.ok && p.Required(usdt(want.amount)) != want.required {
-			t.Errorf("%s: %s needs %d", file, want.amount, p.Required(usdt(want.amount)))
+		if want.ok && p.RuleFor(usdt(want.amount)).Approvers != want.required {
+			t.Errorf("%s: %s needs %d", file, want.amount, p.RuleFor(usdt(want.amount)).Approvers)
 		}
 	}
 	data, _ := os.ReadFile(filepath.Join("..", "testdata", "policies", "four-eyes.json"))

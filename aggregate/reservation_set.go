@@ -3,7 +3,6 @@ package aggregate
 import (
 	"hash/maphash"
 	"iter"
-	"maps"
 )
 
 // reservationShards splits an account's reservations so that a fold copies
@@ -84,11 +83,6 @@ func (s *reservationSet) all() iter.Seq2[string, Reservation] {
 			}
 		}
 	}
-}
-
-// asMap returns the reservations as one map (a snapshot's encoding).
-func (s *reservationSet) asMap() map[string]Reservation {
-	return maps.Collect(s.all())
 }
 
 func reservationsFrom(m map[string]Reservation) reservationSet {

@@ -51,20 +51,6 @@ func (a Account) SentInWindow(at time.Time) Amount {
 	return a.recent.sentIn(at.Add(-VelocityWindow), at)
 }
 
-// sentInWindowWalk is SentInWindow by walking every entry kept: the
-// definition SentInWindow must agree with.
-func (a Account) sentInWindowWalk(at time.Time) Amount {
-	from := at.Add(-VelocityWindow)
-	sum := AccountAsset.Zero()
-	for r := range a.recent.all() {
-		if r.Released || !r.At.After(from) || r.At.After(at) {
-			continue
-		}
-		sum = sum.Add(r.Amount)
-	}
-	return sum
-}
-
 // counts reports whether r is part of the sum over (from, to].
 func (r *recentReservation) counts(from, to time.Time) bool {
 	return !r.Released && r.At.After(from) && !r.At.After(to)
@@ -253,8 +239,6 @@ func (l *recentLog) release(withdrawalID string) {
 		return
 	}
 }
-
-func (l *recentLog) list() []recentReservation { return slices.Collect(l.all()) }
 
 func recentFrom(rs []recentReservation) recentLog {
 	l := recentLog{tok: new(byte)}

@@ -184,3 +184,17 @@ func BenchmarkReserveOnBusyAccount(b *testing.B) {
 	b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "ns/held")
 	b.ReportMetric(float64(tb)/float64(tf), "held/fresh")
 }
+
+// sentInWindowWalk is SentInWindow by walking every entry kept: the
+// definition SentInWindow must agree with.
+func (a Account) sentInWindowWalk(at time.Time) Amount {
+	from := at.Add(-VelocityWindow)
+	sum := AccountAsset.Zero()
+	for r := range a.recent.all() {
+		if r.Released || !r.At.After(from) || r.At.After(at) {
+			continue
+		}
+		sum = sum.Add(r.Amount)
+	}
+	return sum
+}

@@ -127,7 +127,7 @@ func TestApprovalRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.amount, func(t *testing.T) {
 			r := tiers.RuleFor(usdt(tc.amount))
-			if r.Name != tc.rule || tiers.Required(usdt(tc.amount)) != tc.need {
+			if r.Name != tc.rule || tiers.RuleFor(usdt(tc.amount)).Approvers != tc.need {
 				t.Fatalf("got rule %s (%d approvers), want %s (%d)", r.Name, r.Approvers, tc.rule, tc.need)
 			}
 			// And the decider agrees: the n-th distinct approver approves.
@@ -150,7 +150,7 @@ func TestApprovalRules(t *testing.T) {
 func TestFourEyesAboveAThousandMeansMoreThanAThousandNeedsTwo(t *testing.T) {
 	p := DefaultPolicy()
 	for amount, want := range map[string]int{"1": 1, "1000": 1, "1000.000001": 2, "5000": 2} {
-		if got := p.Required(usdt(amount)); got != want {
+		if got := p.RuleFor(usdt(amount)).Approvers; got != want {
 			t.Errorf("%s USDT needs %d, want %d", amount, got, want)
 		}
 	}

@@ -35,7 +35,7 @@ func TestOliviaCannotLoosenThePolicyAloneNorForAQueuedWithdrawal(t *testing.T) {
 	if _, err := s.intake.ApprovePolicy(ctx, ch.Proposal.Policy.Version, "olivia"); !errors.Is(err, aggregate.ErrSelfApproval) {
 		t.Fatalf("olivia approving her own proposal: %v", err)
 	}
-	if p, _ := s.intake.Policy(ctx); p.Version != 0 || p.Required(aggregate.MustParseAmount(aggregate.USDT, "50000")) != 2 {
+	if p, _ := s.intake.Policy(ctx); p.Version != 0 || p.RuleFor(aggregate.MustParseAmount(aggregate.USDT, "50000")).Approvers != 2 {
 		t.Fatalf("the proposal is in force: %+v", p)
 	}
 	if w, err = s.intake.Approve(ctx, id, "bob"); err != nil || w.State != aggregate.StateRequested {
