@@ -41,11 +41,14 @@ func TestChaosWalletRunsDryAndIsRefilledMidRun(t *testing.T) {
 // Two processes, each with its own monitor gating half the workers, the
 // second blind to transfers in flight (its read model far behind): between
 // two readings both may let the last USDT (or TRX) go, and the second
-// transfer fails on chain (REVERT, OUT_OF_ENERGY) — in some runs (the
-// workers race, so which ones is not fixed by the seed). A failed receipt is not the end of the money:
-// it is rebuilt once the wallet can pay (issue 14.3), so still nothing
-// fails and nothing is paid twice, and every failed receipt on chain is
-// the retired txid of a rebuild verified against the chain (verify).
+// transfer fails on chain (REVERT, OUT_OF_ENERGY) or, once the day's free
+// bandwidth is used, is refused by the node for want of TRX to burn for
+// its bandwidth (BANDWITH_ERROR) — in some runs (the workers race, so
+// which ones is not fixed by the seed). Neither is the end of the money:
+// the withdrawal waits and is rebuilt once the wallet can pay (issue
+// 14.3), so still nothing fails and nothing is paid twice, and every
+// failed receipt on chain is the retired txid of a rebuild verified
+// against the chain (verify).
 func TestChaosWalletTwoProcessesShareTheWallet(t *testing.T) {
 	failedReceipts := walletChaos(t, 2)
 	t.Logf("%d failed receipts, each rebuilt", failedReceipts)
@@ -133,8 +136,12 @@ func walletChaos(t *testing.T, processes int) int {
 		}
 		mons[i] = m
 	}
-	// Worker wN belongs to process N mod processes.
-	cw.gateFor = func(name string) sagas.SendGate { return mons[int(name[len(name)-1]-'0')%processes] }
+	// Worker wN belongs to process N mod processes. The gates tell the
+	// test which withdrawals they hold back.
+	held := &heldSet{ids: map[string]bool{}}
+	cw.gateFor = func(name string) sagas.SendGate {
+		return heldGate{SendGate: mons[int(name[len(name)-1]-'0')%processes], held: held}
+	}
 	// Crashes and dropped broadcasts expire envelopes, each rebuild an
 	// attempt: enough attempts that none runs out (a failure here must be
 	// the wallet's to count).
@@ -154,7 +161,7 @@ func walletChaos(t *testing.T, processes int) int {
 	var (
 		refills   []string // why each refill was made
 		pausedFor int
-		heldBack  int // rounds with a withdrawal approved while paused
+		heldBack  int // rounds paused with a withdrawal waiting for the wallet
 	)
 	rounds := 0
 	for ; rounds < maxRounds; rounds++ {
@@ -181,9 +188,17 @@ func walletChaos(t *testing.T, processes int) int {
 				break
 			}
 		}
+		// Waiting for the wallet: approved and nothing built, or in flight
+		// with its rebuild held back by the gate (after a failed receipt,
+		// or an expired refusal for bandwidth). Those can be all that
+		// is left once every withdrawal has been built: without a refill
+		// for them the run would never end.
 		waiting := 0
 		for _, w := range cw.feed.all() {
-			if _, internal := cw.custody[w.ToAddress]; w.State == aggregate.StateApproved && !internal {
+			if _, internal := cw.custody[w.ToAddress]; internal {
+				continue
+			}
+			if w.State == aggregate.StateApproved || (w.State.IsInFlight() && held.has(w.ID)) {
 				waiting++
 			}
 		}
@@ -248,8 +263,8 @@ func walletChaos(t *testing.T, processes int) int {
 		}
 	}
 	// The run did what it is about: the wallet ran dry of both, sending
-	// paused with withdrawals waiting (approved, nothing built), and
-	// resumed after each refill.
+	// paused with withdrawals waiting for it (approved and nothing built,
+	// or a rebuild held back), and resumed after each refill.
 	usdt, trx := false, false
 	for _, r := range refills {
 		usdt = usdt || strings.Contains(r, "USDT short")
@@ -264,6 +279,38 @@ func walletChaos(t *testing.T, processes int) int {
 		}
 	}
 	return chain.Failed
+}
+
+// heldSet is which withdrawals the send gates' last answer held back.
+type heldSet struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (h *heldSet) has(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[id]
+}
+
+// heldGate is a process's send gate that records its answers in held:
+// only the gate knows that a built withdrawal waits for the wallet (its
+// worker appends nothing while it does).
+type heldGate struct {
+	sagas.SendGate
+	held *heldSet
+}
+
+func (g heldGate) MaySend(ctx context.Context, w aggregate.Withdrawal) (bool, string) {
+	ok, why := g.SendGate.MaySend(ctx, w)
+	g.held.mu.Lock()
+	defer g.held.mu.Unlock()
+	if ok {
+		delete(g.held.ids, w.ID)
+	} else {
+		g.held.ids[w.ID] = true
+	}
+	return ok, why
 }
 
 // unread reports whether a pause is the monitor's having no reading of the

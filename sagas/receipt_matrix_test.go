@@ -239,6 +239,54 @@ func TestRevertOnChainIsRebuiltOnceFundedThenPaidOnce(t *testing.T) {
 	}
 }
 
+// The same shortage met at the node instead of on chain: once the day's
+// free bandwidth is used, a transfer from a wallet without TRX to burn for
+// its bandwidth is refused (BANDWITH_ERROR) before it reaches a block — as
+// when two processes both let the wallet's last TRX go. With a send gate
+// the withdrawal does not fail node_rejected: once expired it waits,
+// reserved, nothing appended, while the wallet cannot pay — past the
+// point where the chain-time proof of death holds — and once TRX arrives
+// it is rebuilt on that proof and paid once. (Without a gate a refusal
+// fails it with the proof:
+// TestHardRejectOnFirstSendFailsOnlyWithProofThenReleases.)
+func TestBandwidthRefusedForAnEmptyWalletIsRebuiltOnceFundedThenPaidOnce(t *testing.T) {
+	r := newBCRig(t)
+	mon := r.funded("1000", 500)
+	hot := r.signer.Address()
+	first := r.ready(bcAddress("uses the free bandwidth"), "10")
+	r.gated(mon, 60, r.terminal(first), r.worker("w1", func(c *sagas.WorkerConfig) { c.Gate = mon }))
+	r.paidOnce(first)
+
+	id := r.ready(bcAddress("bandwidth refused"), "250")
+	w2 := r.worker("w2", gatedDrain(mon, sagas.CrashAfterBuild, func() { r.sim.SetTRX(hot, 0) }))
+	r.gated(mon, 120, func() bool {
+		return r.logs.Count("refused for bandwidth: the rebuild waits until the wallet can pay") > 0
+	}, w2)
+	refused := r.load(id)
+	if s := r.sends(refused); len(s) != 1 || s[0].Code != tron.CodeBandwidthError {
+		t.Fatalf("send log %+v, want one send refused with BANDWITH_ERROR", s)
+	}
+	proofAt := refused.Envelope.Expiration + bcMargin.Milliseconds()
+	for r.sim.CurrentSolidHead().Timestamp < proofAt {
+		r.waitsUnpaid(mon, id, 1, w2)
+	}
+	r.waitsUnpaid(mon, id, 5, w2)
+
+	r.sim.SetTRX(hot, 500*tron.SunPerTRX) // funded while paused: nothing else is done
+	r.gated(mon, 60, r.terminal(id), w2)
+	w := r.paidOnce(id)
+	rb := bcOfType[aggregate.Rebuilt](r.events(id))
+	if len(rb) != 1 || rb[0].Receipt != nil || rb[0].RetiredTxID != refused.TxID() || w.Attempt != 2 {
+		t.Fatalf("rebuilds %+v, attempt %d; want one on the proof of death of %s", rb, w.Attempt, refused.TxID())
+	}
+	if err := sagas.VerifyExpiryProof(r.ctx, r.sim, refused.Envelope, rb[0].Evidence); err != nil {
+		t.Fatalf("the rebuild's proof of death: %v", err)
+	}
+	if s := mon.Status(); s.Sending != hotwallet.SendingActive {
+		t.Fatalf("sending %s after the payout", s.Sending)
+	}
+}
+
 // A failed receipt with a wallet that can pay is rebuilt at once, for
 // both results; without a send gate (a worker that cannot tell whether
 // the wallet can pay) it still fails, as TestRevertOnChainFailsWithoutRebuild

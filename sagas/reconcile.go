@@ -345,10 +345,28 @@ func (wk *Worker) found(ctx context.Context, f *flight, st tron.TxStatus) (stepR
 // fails with the proof; without it, the worker waits. A scan that finds
 // the txid settles the withdrawal from that block's receipts. An envelope
 // this worker's node hard-rejected is not replaced: with the proof the
-// withdrawal fails with node_rejected, the refusal in its detail.
+// withdrawal fails with node_rejected, the refusal in its detail — unless
+// the refusal was the hot wallet's (walletShort): then it is rebuilt on
+// the proof once the send gate says the wallet can pay, within the
+// attempts.
 func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error) {
 	txid, exp := f.w.Envelope.TxID, f.w.Envelope.Expiration
 	margin := wk.cfg.ExpiryMargin.Milliseconds()
+	rej, rejected := f.mem().rejected[txid]
+	if rejected && wk.walletShort(rej) && f.w.SpentAttempts() < wk.cfg.MaxAttempts {
+		// Refused because the hot wallet could not pay the bandwidth: the
+		// wallet's shortage, not the withdrawal's, as a failed receipt is
+		// (rebuildAfterReceipt). It is rebuilt on the proof of death below
+		// once the gate says the wallet can pay; until then it waits, lease
+		// kept, nothing appended — and nothing scanned, so a long wait
+		// neither calls the node nor stretches the proof's range.
+		if ok, why := wk.cfg.Gate.MaySend(ctx, f.w); !ok {
+			wk.log.Debug("refused for bandwidth: the rebuild waits until the wallet can pay", "withdrawal", f.w.ID, "txid", txid,
+				"rejected", rej.String(), "reason", why)
+			return stepWait, nil
+		}
+		rejected = false
+	}
 	// A cheap gate, not evidence: before any solid head is far enough, a
 	// scan could not finish.
 	nctx, cancel := wk.nodeCtx(ctx)
@@ -376,7 +394,7 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	}
 	proof := fmt.Sprintf("solid blocks %d..%d (last at %d ≥ expiration %d + margin %d) hold no %s",
 		ev.Scan.From, ev.Scan.To, ev.Scan.ToTime, exp, margin, txid)
-	if rej, ok := f.mem().rejected[txid]; ok {
+	if rejected {
 		// Keep the proof's summary whole: only the node's text is cut to fit.
 		suffix := "; proof: " + proof
 		return wk.fail(ctx, f, failure{reason: aggregate.ReasonNodeRejected, detail: clipText(rej.String(), maxDetail-len(suffix)) + suffix, evidence: &ev})
@@ -387,6 +405,17 @@ func (wk *Worker) whenExpired(ctx context.Context, f *flight) (stepResult, error
 	}
 	return wk.rebuild(ctx, f, aggregate.Rebuild{Evidence: ev}, "rebuilt after proof of death",
 		"blocks", fmt.Sprintf("%d..%d", ev.Scan.From, ev.Scan.To), "solid_time", ev.Scan.ToTime, "expiration", exp)
+}
+
+// walletShort reports whether a hard reject is the hot wallet's shortage
+// that a send gate can see: BANDWITH_ERROR, the owner unable to pay the
+// transaction's bandwidth (no TRX to burn once the free and staked
+// bandwidth is used). Two processes sharing the wallet can both let its
+// last TRX go; the second transfer is then refused at the node instead of
+// failing on chain. Without a gate nothing tells when the wallet can pay,
+// and the refusal fails the withdrawal as any other.
+func (wk *Worker) walletShort(rej tron.BroadcastResult) bool {
+	return wk.cfg.Gate != nil && rej.Code == tron.CodeBandwidthError
 }
 
 // foundInBlock handles a scan that found the current txid in solid block

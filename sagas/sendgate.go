@@ -14,8 +14,11 @@ import (
 // once the wallet can pay. A withdrawal whose envelope exists is followed
 // to its outcome whatever the wallet holds; the gate is asked again only
 // when that envelope failed on chain (OUT_OF_ENERGY, REVERT), before it is
-// rebuilt (rebuildAfterReceipt): the rebuild waits until the wallet can
-// pay. A worker without a gate fails such a withdrawal instead.
+// rebuilt (rebuildAfterReceipt), or was refused by the node for want of
+// TRX for its bandwidth (BANDWITH_ERROR) and has expired, before it is
+// rebuilt on its proof of death (whenExpired): the rebuild waits until
+// the wallet can pay. A worker without a gate fails such a withdrawal
+// instead.
 type SendGate interface {
 	MaySend(ctx context.Context, w aggregate.Withdrawal) (ok bool, reason string)
 }
