@@ -9,8 +9,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // DefaultTailSize is how many of the log's latest records a Tail holds.
@@ -127,27 +125,19 @@ func (t *Tail) Run(ctx context.Context) error {
 	}
 }
 
+// follow reads on one ordered consumer from the record after hi, adding
+// each record, or the integrity error that stands in for it, to the ring.
 func (t *Tail) follow(ctx context.Context) error {
 	t.mu.Lock()
 	from := t.hi + 1
 	t.mu.Unlock()
-	it, _, err := t.s.iterate(ctx, from, "")
-	if err != nil {
-		return err
-	}
-	defer it.stop(ctx)
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("eventstore: tail: %w", err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("eventstore: tail: %w", err)
-		}
-		rec, err := t.s.decodeStreamMsg(msg)
-		t.add(tailRecord{seq: meta.Sequence.Stream, rec: rec, err: err})
-	}
+	return t.s.subscribe(ctx, from, "", func(r Record) error {
+		t.add(tailRecord{seq: r.Sequence, rec: r})
+		return nil
+	}, OnViolation(func(v *IntegrityError) error {
+		t.add(tailRecord{seq: v.Sequence, err: v})
+		return nil
+	}))
 }
 
 // add puts r, the record after hi, in the ring, dropping the oldest when
