@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -227,5 +228,39 @@ func TestSubscribeThroughATailStopsWhenContextIsDone(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || n != 2 {
 		t.Fatalf("Subscribe = %v after %d records, want context.Canceled after 2", err, n)
+	}
+}
+
+// A Tail whose consumers keep failing — the stream is gone — stops after
+// tailGiveUp of them, saying why, and a follower waiting on it is not left
+// waiting: it reads on its own, and that read's failure ends its Subscribe
+// as it would have without a Tail.
+func TestATailWhoseConsumersKeepFailingStopsAndItsFollowersReadAlone(t *testing.T) {
+	_, s := newMemStore(t)
+	seedMixed(t, s, 1)
+	ctx := testCtx(t)
+	tail, err := NewTail(ctx, s, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseTail(tail)
+	end := lastSeq(t, s)
+	followed := make(chan error, 1)
+	go func() {
+		followed <- s.Subscribe(ctx, end+1, "", func(Record) error { return nil })
+	}()
+	if err := s.js.DeleteStream(ctx, s.StreamName()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tail.Run(ctx); err == nil || !strings.Contains(err.Error(), "in a row failed") {
+		t.Fatalf("Run = %v, want it to give up after %d failed consumers", err, tailGiveUp)
+	}
+	select {
+	case err := <-followed:
+		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the follower's Subscribe = %v, want its own read's failure", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the follower is still waiting on a Tail that stopped")
 	}
 }
