@@ -51,7 +51,7 @@ type engine struct {
 	storeCfg    eventstore.Config
 	// tail reads the log's end once for the followers of the whole log
 	// (projector, notifications, history); each store they read through
-	// uses it (followTail).
+	// uses it (Store.UseTail).
 	tail      *eventstore.Tail
 	repo      *sagas.Repo
 	intake    *sagas.Intake
@@ -428,7 +428,7 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 	if err := e.startTail(ctx, connect, log); err != nil {
 		return nil, err
 	}
-	e.followTail(e.store)
+	e.store.UseTail(e.tail)
 	if e.projector, err = startProjector(ctx, e, nc, cfg, log); err != nil {
 		return nil, err
 	}

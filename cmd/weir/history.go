@@ -41,7 +41,7 @@ func (e *engine) startHistory(ctx context.Context, connect func(string) (*nats.C
 	}); err != nil {
 		return nil, err
 	}
-	e.followTail(store)
+	store.UseTail(e.tail) // whole-log reads through the shared Tail
 	x := history.NewIndexer(store, js, stream, log.With("room", "history"))
 	e.wg.Add(1)
 	go func() {

@@ -42,7 +42,7 @@ func (e *engine) startNotifications(ctx context.Context, connect func(string) (*
 		return err
 	}
 	e.notifyStream = stream
-	e.followTail(store)
+	store.UseTail(e.tail) // whole-log reads through the shared Tail
 	e.publisher = notify.NewPublisher(store, js, stream, log.With("room", "notify"))
 	e.wg.Add(1)
 	go func() {

@@ -38,10 +38,3 @@ func (e *engine) startTail(ctx context.Context, connect func(string) (*nats.Conn
 	}()
 	return nil
 }
-
-// followTail makes store's whole-log subscriptions read through the Tail.
-func (e *engine) followTail(store *eventstore.Store) {
-	if e.tail != nil {
-		store.UseTail(e.tail)
-	}
-}
