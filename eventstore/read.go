@@ -19,10 +19,10 @@ import (
 // detected and the consumer is recreated from the last delivered sequence,
 // so handle sees every matching record once and in order. With a Tail in
 // use (UseTail), an unfiltered Subscribe shares the Tail's consumer and
-// hands over the same records. A record that
-// does not verify or cannot be decoded (unknown type, unknown schema) is an
-// *IntegrityError: it stops the subscription rather than being skipped
-// silently, unless OnViolation says what to do with it.
+// hands over the same records. A record that does not verify or cannot be
+// decoded (unknown type, unknown schema) is an *IntegrityError: it stops
+// the subscription rather than being skipped silently, unless OnViolation
+// says what to do with it.
 func (s *Store) Subscribe(ctx context.Context, fromSeq uint64, filterType string, handle func(Record) error, opts ...ReadOption) error {
 	if t := s.tail.Load(); t != nil && filterType == "" {
 		return t.subscribe(ctx, s, fromSeq, handle, opts...)

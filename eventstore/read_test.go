@@ -156,22 +156,28 @@ func TestSubscribeDeliversBacklogThenLiveEventsInOrder(t *testing.T) {
 	}
 }
 
+// Subscribe returns when its context is done, while it waits for the next
+// record: on a consumer of its own and through a Tail (tail_test.go).
 func TestSubscribeStopsWhenContextIsDone(t *testing.T) {
-	_, s := newMemStore(t)
-	seedMixed(t, s, 1)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	n := 0
-	err := s.Subscribe(ctx, 0, "", func(Record) error {
-		n++
-		if n == 2 {
-			// Caught up: cancel, and Subscribe must return while it waits
-			// for the next record.
-			cancel()
-		}
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) || n != 2 {
-		t.Fatalf("Subscribe = %v after %d records, want context.Canceled after 2", err, n)
+	for _, viaTail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("through a Tail %v", viaTail), func(t *testing.T) {
+			_, s := newMemStore(t)
+			seedMixed(t, s, 1)
+			if viaTail {
+				startTail(t, s, 0)
+			}
+			ctx, cancel := context.WithCancel(testCtx(t))
+			n := 0
+			err := s.Subscribe(ctx, 0, "", func(Record) error {
+				if n++; n == 2 {
+					cancel() // caught up
+				}
+				return nil
+			})
+			if !errors.Is(err, context.Canceled) || n != 2 {
+				t.Fatalf("Subscribe = %v after %d records, want context.Canceled after 2", err, n)
+			}
+		})
 	}
 }
 

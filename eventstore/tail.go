@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -67,7 +66,7 @@ func NewTail(ctx context.Context, s *Store, size int, log *slog.Logger) (*Tail, 
 		size = DefaultTailSize
 	}
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	last, err := s.LastSequence(ctx)
 	if err != nil {

@@ -212,25 +212,6 @@ func TestFollowersGoOnAloneWhenTheTailStops(t *testing.T) {
 	}
 }
 
-// A follower's Subscribe through the Tail returns when its context is
-// done, while it waits for the next record.
-func TestSubscribeThroughATailStopsWhenContextIsDone(t *testing.T) {
-	_, s := newMemStore(t)
-	seedMixed(t, s, 1)
-	startTail(t, s, 0)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	n := 0
-	err := s.Subscribe(ctx, 0, "", func(Record) error {
-		if n++; n == 2 {
-			cancel()
-		}
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) || n != 2 {
-		t.Fatalf("Subscribe = %v after %d records, want context.Canceled after 2", err, n)
-	}
-}
-
 // A Tail whose consumers keep failing — the stream is gone — stops after
 // tailGiveUp of them, saying why, and a follower waiting on it is not left
 // waiting: it reads on its own, and that read's failure ends its Subscribe
