@@ -16,7 +16,8 @@ import (
 // tag check and a decode) every time. It answers only while WatchPolicy
 // follows the policy subject: every policy event drops it, this intake's
 // own policy writes replace it at once, and a read that an event or an own
-// write overtook is not kept. Without a watcher every question reads the log, as before.
+// write overtook is not kept. Without a watcher every question reads the
+// log, as before.
 //
 // What a stale answer could change is bounded as the uncached read already
 // was (PolicyInForce may be answered by a replica that lags): the policy a
