@@ -1595,6 +1595,12 @@ func (b *benchRig) endToEnd(lo, hi, workers int) (benchDrain, error) {
 	if err := b.eng.projector.WaitFor(b.ctx, seq); err != nil {
 		return benchDrain{}, err
 	}
+	// The notifications and history entries of the requests and approvals
+	// are theirs, not the drain's: published before its clock starts, so
+	// that on a disk they do not take the drain's fsyncs.
+	if err := b.eng.followersReach(b.ctx, seq); err != nil {
+		return benchDrain{}, err
+	}
 	ids := map[string]bool{}
 	for i := lo; i < hi; i++ {
 		ids[benchOpID(i)] = true
@@ -1833,4 +1839,20 @@ func benchScaleAccount(i int) string { return fmt.Sprintf("bench-scale-%03d", i)
 func (b *benchRig) openWithdrawals() int {
 	p := b.eng.projector
 	return len(p.Ready(time.Now().Add(24*time.Hour))) + len(p.InFlight(time.Now())) + len(p.PendingApprovals())
+}
+
+// followersReach waits until the notification publisher and the history
+// index (when the engine runs them) have handled the log up to seq.
+func (e *engine) followersReach(ctx context.Context, seq uint64) error {
+	if e.publisher != nil {
+		if err := e.publisher.WaitFor(ctx, seq); err != nil {
+			return fmt.Errorf("notifications up to %d: %w", seq, err)
+		}
+	}
+	if e.historyIndex != nil {
+		if err := e.historyIndex.WaitFor(ctx, seq); err != nil {
+			return fmt.Errorf("history up to %d: %w", seq, err)
+		}
+	}
+	return nil
 }

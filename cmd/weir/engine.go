@@ -27,6 +27,7 @@ import (
 	"github.com/weir-payouts/weir/cmd/weir/natsauth"
 	"github.com/weir-payouts/weir/eventstore"
 	"github.com/weir-payouts/weir/projections"
+	"github.com/weir-payouts/weir/projections/history"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/sagas/hotwallet"
 	"github.com/weir-payouts/weir/sagas/notify"
@@ -59,6 +60,8 @@ type engine struct {
 	// publisher derives WEIR_NOTIFY from the log.
 	publisher    *notify.Publisher
 	notifyStream jetstream.Stream
+	// historyIndex derives WEIR_HISTORY from the log.
+	historyIndex *history.Indexer
 	// webhooks keeps registrations; webhookOutcomes counts deliveries.
 	webhooks        *webhook.Service
 	webhookOutcomes *prometheus.CounterVec

@@ -43,6 +43,7 @@ func (e *engine) startHistory(ctx context.Context, connect func(string) (*nats.C
 	}
 	store.UseTail(e.tail) // whole-log reads through the shared Tail
 	x := history.NewIndexer(store, js, stream, log.With("room", "history"))
+	e.historyIndex = x
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

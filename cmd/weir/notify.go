@@ -44,6 +44,11 @@ func (e *engine) startNotifications(ctx context.Context, connect func(string) (*
 	e.notifyStream = stream
 	store.UseTail(e.tail) // whole-log reads through the shared Tail
 	e.publisher = notify.NewPublisher(store, js, stream, log.With("room", "notify"))
+	if e.emb != nil && cfg.Sync == "always" && !cfg.memory {
+		// The embedded server fsyncs every write of the one-node stream:
+		// a backlog goes out as one batch, one sync (see UseBatches).
+		e.publisher.UseBatches()
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

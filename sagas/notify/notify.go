@@ -50,8 +50,10 @@ func Subject(account string, state aggregate.State) string {
 // limit (the last message is the publisher's position, and a producer's
 // durable consumer may be far behind), deny delete and purge, direct gets.
 func StreamConfig(replicas int, memory bool) jetstream.StreamConfig {
-	return eventstore.DerivedStreamConfig(Stream, "weir: withdrawal state changes, derived from WEIR_EVENTS",
+	cfg := eventstore.DerivedStreamConfig(Stream, "weir: withdrawal state changes, derived from WEIR_EVENTS",
 		[]string{Subjects}, replicas, memory, DuplicateWindow)
+	cfg.AllowAtomicPublish = true // the publisher's batches (Publisher.UseBatches)
+	return cfg
 }
 
 // EnsureStream creates WEIR_NOTIFY (or brings it back to StreamConfig).

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,9 @@ type Publisher struct {
 	js     jetstream.JetStream
 	log    *slog.Logger
 	pause  time.Duration
+	// batches: publish a backlog as one atomic batch (UseBatches); only
+	// the sender goroutine reads or clears it once Run started.
+	batches bool
 
 	// cache holds each withdrawal folded up to the last event seen, so a
 	// live stream costs one decode per event; a miss loads the aggregate.
@@ -122,21 +126,334 @@ func (p *Publisher) follow(ctx context.Context) error {
 	}
 	p.setPos(pos)
 	clear(p.cache)
+	// The log is read here and published by send, so that what comes in
+	// while a publish waits for its fsync queues up, and goes out as one
+	// batch (see UseBatches). Everything passes through the queue, in log
+	// order, the records that announce nothing too: the position moves only
+	// once what came before it is published.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	queue := make(chan due, maxQueued)
+	sent := make(chan error, 1)
+	go func() {
+		err := p.send(ctx, queue)
+		cancel(err)
+		sent <- err
+	}()
+	put := func(d due) error {
+		select {
+		case queue <- d:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	queued := pos.SourceSeq
 	// Every aggregate type is read (the others are only passed over), so
 	// the position says how far the whole log was examined: WaitFor and
 	// the lag metric mean the log, not its withdrawal events.
-	return p.store.Subscribe(ctx, pos.SourceSeq+1, "", func(rec eventstore.Record) error {
-		if rec.Key.Type != eventlog.TypeWithdrawal {
-			p.advance(rec.Sequence)
+	err = p.store.Subscribe(ctx, pos.SourceSeq+1, "", func(rec eventstore.Record) error {
+		if rec.Sequence <= queued {
 			return nil
 		}
-		return p.handle(ctx, rec)
+		queued = rec.Sequence
+		if rec.Key.Type != eventlog.TypeWithdrawal {
+			return put(due{seq: rec.Sequence})
+		}
+		d, err := p.handle(ctx, rec)
+		if err != nil {
+			return err
+		}
+		return put(d)
 	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
 		// Never folded, so never announced; the log goes on.
 		p.log.Error("notify: event quarantined, not announced", "seq", v.Sequence, "subject", v.Subject, "event", v.Type, "err", v.Err)
-		p.advance(v.Sequence)
-		return nil
+		queued = max(queued, v.Sequence)
+		return put(due{seq: v.Sequence})
 	}))
+	cancel(err)
+	if serr := <-sent; serr != nil && !errors.Is(serr, context.Canceled) {
+		return serr // the sender stopped first: its reason, not the cancelled read's
+	}
+	return err
+}
+
+// due is one record of the log for the sender: a notification to publish,
+// or (msg nil) a record that announces nothing and only moves the
+// position.
+type due struct {
+	seq     uint64 // its sequence in the log
+	eventID string // Nats-Msg-Id
+	msg     *nats.Msg
+}
+
+// maxQueued bounds the records read ahead of the sender; maxBatch the
+// notifications one batch carries (the server's limit is 1,000).
+const (
+	maxQueued = 1024
+	maxBatch  = 256
+)
+
+// minBatch is the backlog from which UseBatches publishes one batch rather
+// than one message at a time. An atomic batch costs a few milliseconds of
+// its own on file storage (the server stages it in a store of its own
+// before the commit): measured on a 2-core VM with fsync always, 1,228
+// single publishes/s against 612 messages/s in batches of 4, 2,495 in
+// batches of 16, 8,340 in batches of 64.
+const minBatch = 16
+
+// UseBatches makes the publisher publish a backlog of minBatch
+// notifications or more as one atomic batch, whose messages the server
+// syncs to disk together before its one ack, instead of once each. Worth
+// it only where the server fsyncs every write of an unreplicated file
+// stream (weir serve's default on one node): one serial publisher there
+// does about one notification per fsync, fewer than a busy engine makes.
+// Elsewhere a batch costs more than it saves. Call before Run.
+func (p *Publisher) UseBatches() { p.batches = true }
+
+// send publishes what follow queues, in order: a backlog of minBatch
+// notifications or more as one batch (UseBatches), anything else one
+// message at a time.
+func (p *Publisher) send(ctx context.Context, queue <-chan due) error {
+	var ds []due
+	for {
+		ds = ds[:0]
+		select {
+		case d := <-queue:
+			ds = append(ds, d)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		notes := 0
+		if ds[0].msg != nil {
+			notes++
+		}
+	more:
+		for notes < maxBatch {
+			select {
+			case d := <-queue:
+				ds = append(ds, d)
+				if d.msg != nil {
+					notes++
+				}
+			default:
+				break more
+			}
+		}
+		if p.batches && notes >= minBatch {
+			done, err := p.publishBatch(ctx, ds, notes)
+			if err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+		}
+		for _, d := range ds {
+			if d.msg == nil {
+				p.advance(d.seq)
+				continue
+			}
+			if err := p.publishMsg(ctx, d); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle folds rec and returns what it means for the sender: its
+// notification if it changes the withdrawal's state.
+func (p *Publisher) handle(ctx context.Context, rec eventstore.Record) (due, error) {
+	before, after, err := p.fold(ctx, rec)
+	if errors.Is(err, eventstore.ErrIntegrity) {
+		// An earlier event of this withdrawal is quarantined: nothing after
+		// it can be folded, so nothing about it is announced.
+		p.log.Error("notify: withdrawal quarantined, not announced", "id", rec.Key.ID, "seq", rec.Sequence, "err", err)
+		return due{seq: rec.Sequence}, nil
+	}
+	if err != nil {
+		return due{}, err
+	}
+	if before.State == after.State {
+		return due{seq: rec.Sequence}, nil
+	}
+	n := Notification{EventID: rec.EventID, Type: TypeStateChanged, At: after.UpdatedAt.UTC(), Withdrawal: after.View()}
+	if n.At.IsZero() {
+		n.At = rec.Time.UTC()
+	}
+	msg, err := message(rec, n)
+	if err != nil {
+		return due{}, err
+	}
+	return due{seq: rec.Sequence, eventID: rec.EventID, msg: msg}, nil
+}
+
+// message is n's message, announcing rec.
+func message(rec eventstore.Record, n Notification) (*nats.Msg, error) {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return nil, fmt.Errorf("notify: encode %s: %w", rec.EventID, err)
+	}
+	msg := nats.NewMsg(Subject(n.Withdrawal.Account, n.Withdrawal.State))
+	msg.Data = body
+	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(rec.Sequence, 10))
+	return msg, nil
+}
+
+// publish publishes n, announcing rec, alone.
+func (p *Publisher) publish(ctx context.Context, rec eventstore.Record, n Notification) error {
+	msg, err := message(rec, n)
+	if err != nil {
+		return err
+	}
+	return p.publishMsg(ctx, due{seq: rec.Sequence, eventID: rec.EventID, msg: msg})
+}
+
+// publishMsg publishes one notification, expecting the stream's end.
+func (p *Publisher) publishMsg(ctx context.Context, d due) error {
+	for range maxReads {
+		pos := p.Position()
+		// Expects the stream's last message, one number the server compares
+		// (see Position): nothing came since the position was read.
+		ack, err := p.js.PublishMsg(ctx, d.msg, jetstream.WithMsgID(d.eventID), jetstream.WithExpectLastSequence(pos.StreamSeq))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			if err := p.readAgain(ctx, pos); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("notify: publish %s: %w", d.eventID, err)
+		}
+		if ack.Duplicate {
+			// Already there (a cluster de-duplicates before the sequence
+			// check); where the stream ends now is read again.
+			return errMoved
+		}
+		p.published(1, d.seq, ack.Sequence)
+		return nil
+	}
+	return errMoved
+}
+
+// readAgain follows a publish refused for expecting pos.StreamSeq: if only
+// wallet notifications came in between, the position expects the new end
+// and the publish can go again; anything else is errMoved.
+func (p *Publisher) readAgain(ctx context.Context, pos Position) error {
+	now, err := ReadPosition(ctx, p.stream)
+	if err != nil {
+		return err
+	}
+	if now.NotifySeq != pos.NotifySeq {
+		// Another publisher, or this one's publish that landed without an
+		// ack: resume from the stream.
+		return errMoved
+	}
+	pos.StreamSeq = now.StreamSeq
+	p.setPos(pos)
+	return nil
+}
+
+// batchAck is the server's answer to a batch's commit.
+type batchAck struct {
+	Error *jetstream.APIError `json:"error,omitempty"`
+	Seq   uint64              `json:"seq"`
+	Batch string              `json:"batch"`
+	Count int                 `json:"count"`
+}
+
+// publishBatch publishes the notes notifications of ds as one atomic
+// batch (JetStream's Nats-Batch-Id / -Sequence / -Commit), its first
+// message expecting the stream's end as a single publish does, so the
+// batch is stored whole, right after what the position says, or not at
+// all. It reports false, having published nothing, when the server will
+// not take a batch (one without atomic publish on the stream, say): the
+// caller publishes them one at a time, and the publisher does from then
+// on.
+func (p *Publisher) publishBatch(ctx context.Context, ds []due, notes int) (bool, error) {
+	nc := p.js.Conn()
+	for range maxReads {
+		pos := p.Position()
+		id := uuid.NewString()
+		i := 0
+		var resp *nats.Msg
+		for _, d := range ds {
+			if d.msg == nil {
+				continue
+			}
+			i++
+			m := d.msg
+			m.Header.Set(jetstream.MsgIDHeader, d.eventID)
+			m.Header.Set(headerBatchID, id)
+			m.Header.Set(headerBatchSeq, strconv.Itoa(i))
+			m.Header.Del(jetstream.ExpectedLastSeqHeader)
+			m.Header.Del(headerBatchCommit)
+			if i == 1 {
+				m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(pos.StreamSeq, 10))
+			}
+			var err error
+			if i == notes {
+				m.Header.Set(headerBatchCommit, "1")
+				cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+				resp, err = nc.RequestMsgWithContext(cctx, m)
+				cancel()
+			} else {
+				err = nc.PublishMsg(m)
+			}
+			for _, h := range []string{headerBatchID, headerBatchSeq, headerBatchCommit, jetstream.ExpectedLastSeqHeader} {
+				m.Header.Del(h) // a message left for a single publish carries none of it
+			}
+			if err != nil {
+				return false, fmt.Errorf("notify: publish a batch of %d: %w", notes, err)
+			}
+		}
+		var ack batchAck
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return false, fmt.Errorf("notify: the answer to a batch of %d: %w", notes, err)
+		}
+		if ack.Error != nil && ack.Error.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			if err := p.readAgain(ctx, pos); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if ack.Error != nil || ack.Count != notes || ack.Seq < uint64(notes) {
+			p.log.Warn("notify: a batch of notifications was refused; publishing one at a time from now on",
+				"notifications", notes, "err", ack.Error, "count", ack.Count)
+			p.batches = false
+			return false, nil
+		}
+		p.published(notes, ds[len(ds)-1].seq, ack.Seq)
+		return true, nil
+	}
+	return false, errMoved
+}
+
+// commitTimeout bounds the wait for a batch's ack, as nats.go's default
+// bounds a single publish's; past it the publisher reads the stream again.
+const commitTimeout = 10 * time.Second
+
+// The atomic batch headers (nats-server 2.12 and later).
+const (
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// maxReads bounds the re-reads of one publish against wallet notifications
+// (past it the publisher resumes from the stream, after a pause).
+const maxReads = 10
+
+// published counts n notifications, the last at seq in the stream, and
+// moves the position to them and to the log's sourceSeq.
+func (p *Publisher) published(n int, sourceSeq, seq uint64) {
+	// Counted before the position moves: whoever waits for the position
+	// (WaitFor) then sees the count that goes with it.
+	p.mu.Lock()
+	p.count += uint64(n)
+	p.mu.Unlock()
+	p.setPos(Position{NotifySeq: seq, SourceSeq: sourceSeq, StreamSeq: seq})
 }
 
 // advance moves the source position over a record that announces nothing.
@@ -146,90 +463,6 @@ func (p *Publisher) advance(seq uint64) {
 		pos.SourceSeq = seq
 		p.setPos(pos)
 	}
-}
-
-func (p *Publisher) handle(ctx context.Context, rec eventstore.Record) error {
-	if rec.Sequence <= p.Position().SourceSeq {
-		return nil
-	}
-	before, after, err := p.fold(ctx, rec)
-	if errors.Is(err, eventstore.ErrIntegrity) {
-		// An earlier event of this withdrawal is quarantined: nothing after
-		// it can be folded, so nothing about it is announced.
-		p.log.Error("notify: withdrawal quarantined, not announced", "id", rec.Key.ID, "seq", rec.Sequence, "err", err)
-		p.advance(rec.Sequence)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if before.State == after.State {
-		p.advance(rec.Sequence)
-		return nil
-	}
-	n := Notification{EventID: rec.EventID, Type: TypeStateChanged, At: after.UpdatedAt.UTC(), Withdrawal: after.View()}
-	if n.At.IsZero() {
-		n.At = rec.Time.UTC()
-	}
-	return p.publish(ctx, rec, n)
-}
-
-func (p *Publisher) publish(ctx context.Context, rec eventstore.Record, n Notification) error {
-	body, err := json.Marshal(n)
-	if err != nil {
-		return fmt.Errorf("notify: encode %s: %w", rec.EventID, err)
-	}
-	msg := nats.NewMsg(Subject(n.Withdrawal.Account, n.Withdrawal.State))
-	msg.Data = body
-	msg.Header.Set(HeaderSourceSeq, strconv.FormatUint(rec.Sequence, 10))
-	for range maxReads {
-		pos := p.Position()
-		// Expects the stream's last message, one number the server compares
-		// (see Position): nothing came since the position was read.
-		ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectLastSequence(pos.StreamSeq))
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			now, err := ReadPosition(ctx, p.stream)
-			if err != nil {
-				return err
-			}
-			if now.NotifySeq != pos.NotifySeq {
-				// Another publisher, or this one's publish that landed
-				// without an ack: resume from the stream.
-				return errMoved
-			}
-			// Only wallet notifications came in between: expect the new
-			// end and publish again, without leaving the log.
-			pos.StreamSeq = now.StreamSeq
-			p.setPos(pos)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("notify: publish %s: %w", rec.EventID, err)
-		}
-		if ack.Duplicate {
-			// Already there (a cluster de-duplicates before the sequence
-			// check); where the stream ends now is read again.
-			return errMoved
-		}
-		p.published(rec, ack.Sequence)
-		return nil
-	}
-	return errMoved
-}
-
-// maxReads bounds the re-reads of one publish against wallet notifications
-// (past it the publisher resumes from the stream, after a pause).
-const maxReads = 10
-
-// published counts a notification of rec at seq and moves the position.
-func (p *Publisher) published(rec eventstore.Record, seq uint64) {
-	// Counted before the position moves: whoever waits for the position
-	// (WaitFor) then sees the count that goes with it.
-	p.mu.Lock()
-	p.count++
-	p.mu.Unlock()
-	p.setPos(Position{NotifySeq: seq, SourceSeq: rec.Sequence, StreamSeq: seq})
 }
 
 // Published counts the notifications this publisher has published.

@@ -2,6 +2,7 @@ package natsauth_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,24 @@ func TestScopedPrincipalsCannotReadWalletNotificationsAndNobodyForgesThem(t *tes
 	_, err = ojs.Publish(pctx, notify.WalletSubjectPrefix+".sending.resumed", []byte(`{"type":"sending.resumed"}`))
 	if err == nil {
 		t.Fatal("an operator published a wallet notification")
+	}
+	// The stream takes atomic batches (weir's publisher sends a backlog as
+	// one): a batch is published on the stream's subjects like anything
+	// else, and refused the same way.
+	onc := ojs.Conn()
+	for i := 1; i <= 2; i++ {
+		m := nats.NewMsg(notify.SubjectPrefix + ".acme.confirmed")
+		m.Data = []byte(`{"type":"withdrawal.state_changed"}`)
+		m.Header.Set("Nats-Batch-Id", "forged-batch")
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i))
+		if i == 2 {
+			m.Header.Set("Nats-Batch-Commit", "1")
+			if r, err := onc.RequestMsg(m, time.Second); err == nil {
+				t.Fatalf("an operator's atomic batch was answered: %s", r.Data)
+			}
+		} else if err := onc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	after, err := stream.Info(t.Context())
 	if err != nil {
