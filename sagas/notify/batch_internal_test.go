@@ -37,16 +37,8 @@ func dues(t *testing.T, from uint64, n int) ([]due, int) {
 // between is read past, and a publisher whose position lost the race is
 // refused, the whole batch, even for ids the de-duplication forgot.
 func TestABatchExpectingAnOldEndIsRefusedWholeUnlessOnlyWalletMessagesCame(t *testing.T) {
-	srv := eventstoretest.Start(t)
 	ctx := t.Context()
-	js, err := jetstream.New(srv.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := EnsureStream(ctx, js, 1, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := notifyStream(t, StreamConfig(1, true))
 	quiet := slog.New(slog.DiscardHandler)
 	a := NewPublisher(nil, js, stream, quiet)
 	b := NewPublisher(nil, js, stream, quiet)
@@ -87,18 +79,10 @@ func TestABatchExpectingAnOldEndIsRefusedWholeUnlessOnlyWalletMessagesCame(t *te
 // an operator's own config) costs the batching, not a notification: the
 // publisher publishes one at a time from then on.
 func TestAStreamWithoutAtomicBatchesGetsEveryNotificationOneAtATime(t *testing.T) {
-	srv := eventstoretest.Start(t)
 	ctx := t.Context()
-	js, err := jetstream.New(srv.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := StreamConfig(1, true)
 	cfg.AllowAtomicPublish = false
-	stream, err := js.CreateStream(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := notifyStream(t, cfg)
 	p := NewPublisher(nil, js, stream, slog.New(slog.DiscardHandler))
 	p.UseBatches()
 	ds, n := dues(t, 10, 20)
@@ -132,16 +116,8 @@ func sendQueued(t *testing.T, p *Publisher, ds []due) {
 }
 
 func TestAQueuedBacklogGoesOutAsOneBatch(t *testing.T) {
-	srv := eventstoretest.Start(t)
 	ctx := t.Context()
-	js, err := jetstream.New(srv.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := EnsureStream(ctx, js, 1, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := notifyStream(t, StreamConfig(1, true))
 	p := NewPublisher(nil, js, stream, slog.New(slog.DiscardHandler))
 	p.UseBatches()
 	few, _ := dues(t, 10, minBatch-1) // too few to be worth a batch
@@ -162,4 +138,19 @@ func TestAQueuedBacklogGoesOutAsOneBatch(t *testing.T) {
 	if len(batches) != 2 || batches[""] != minBatch-1 {
 		t.Fatalf("messages by batch: %v; want %d alone and one batch of %d", batches, minBatch-1, n)
 	}
+}
+
+// notifyStream starts a server and creates WEIR_NOTIFY on it with cfg.
+func notifyStream(t *testing.T, cfg jetstream.StreamConfig) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	srv := eventstoretest.Start(t)
+	js, err := jetstream.New(srv.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateOrUpdateStream(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, stream
 }

@@ -1,26 +1,11 @@
 package notify_test
 
 import (
-	"context"
-	"log/slog"
 	"strconv"
 	"testing"
 
 	"github.com/weir-payouts/weir/sagas/notify"
 )
-
-// runBatching starts a publisher that publishes a backlog in batches.
-func (h *harness) runBatching() (*notify.Publisher, func()) {
-	p := notify.NewPublisher(h.store, h.js, h.stream, slog.New(slog.DiscardHandler))
-	p.UseBatches()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	return p, func() {
-		cancel()
-		<-done
-	}
-}
 
 // Whether a backlog goes out in batches depends on how far the log is
 // ahead of the sender (TestAQueuedBacklogGoesOutAsOneBatch pins that);
@@ -34,8 +19,8 @@ func TestRacingBatchingPublishersAnnounceEachStateChangeOnceInLogOrder(t *testin
 	}
 	// Two publishers race over the backlog: each batch expects the end of
 	// the stream it read, so one of them stores it and the other re-reads.
-	pa, stopA := h.runBatching()
-	pb, stopB := h.runBatching()
+	pa, stopA := h.run((*notify.Publisher).UseBatches)
+	pb, stopB := h.run((*notify.Publisher).UseBatches)
 	h.caughtUp(pa)
 	h.caughtUp(pb)
 	stopA()

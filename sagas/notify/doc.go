@@ -20,6 +20,9 @@
 //     even when the log is replayed long after the de-duplication window,
 //     or when two weir processes share one NATS; a wallet notification in
 //     between only makes the publish be refused, read again and retried;
+//     on a one-node server that fsyncs every write, a backlog of
+//     notifications goes out as one atomic batch (one sync, one ack) under
+//     the same expectation on its first message (UseBatches);
 //   - the wallet notifications (weir.notify.wallet.<topic>.<state>, body
 //     {"event_id","type","at","asset","low_mark","wallet"}): the
 //     WalletAnnouncer publishes the hot-wallet monitor's changes (a low

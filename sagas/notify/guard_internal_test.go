@@ -5,11 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/eventstore"
-	"github.com/weir-payouts/weir/eventstore/eventstoretest"
 	"github.com/weir-payouts/weir/sagas/hotwallet"
 )
 
@@ -21,16 +18,8 @@ import (
 // de-duplication no longer remembers (a replay after the window, stood in
 // for here by a second id for the same event).
 func TestAPublishExpectingAnOldEndIsRefusedUnlessOnlyWalletMessagesCame(t *testing.T) {
-	srv := eventstoretest.Start(t)
 	ctx := t.Context()
-	js, err := jetstream.New(srv.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := EnsureStream(ctx, js, 1, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := notifyStream(t, StreamConfig(1, true))
 	quiet := slog.New(slog.DiscardHandler)
 	a := NewPublisher(nil, js, stream, quiet)
 	b := NewPublisher(nil, js, stream, quiet)

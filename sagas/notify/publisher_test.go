@@ -61,9 +61,13 @@ func (h *harness) open() {
 	}
 }
 
-// run starts a publisher until the returned stop is called.
-func (h *harness) run() (*notify.Publisher, func()) {
+// run starts a publisher until the returned stop is called; setup, if
+// any, configures it before it runs.
+func (h *harness) run(setup ...func(*notify.Publisher)) (*notify.Publisher, func()) {
 	p := notify.NewPublisher(h.store, h.js, h.stream, slog.New(slog.DiscardHandler))
+	for _, f := range setup {
+		f(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
