@@ -402,16 +402,28 @@ type batchAck struct {
 // errUnexpectedAck marks an ack we cannot interpret; the read-back decides.
 var errUnexpectedAck = errors.New("eventstore: unexpected publish ack")
 
-// publishBatch sends msgs as one nats-server atomic batch: every message
-// carries the batch id and its 1-based position, the last one commits. Only
-// the commit is a request; the server stages the others and stores all or
-// none (a lost middle message makes the commit fail as incomplete).
+// publishBatch sends msgs, one append's events, as one nats-server atomic
+// batch (atomicBatch).
 func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg) (pubAck, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
+	ack, err := s.atomicBatch(ctx, msgs)
+	if err != nil {
+		return pubAck{}, err
+	}
+	return pubAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// atomicBatch sends msgs as one nats-server atomic batch: every message
+// carries the batch id and its 1-based position, the last one commits. Only
+// the commit is a request; the server stages the others and stores all or
+// none (a lost middle message makes the commit fail as incomplete). The
+// server's refusal is a *batchRefusedError (nothing stored); any other
+// error leaves the outcome unknown.
+func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, error) {
 	// A fresh batch id per attempt: a retried attempt must not be merged
 	// with the staged leftovers of an abandoned one.
 	batchID := ulid.Make().String()
@@ -425,25 +437,32 @@ func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg) (pubAck, err
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < len(msgs)-1 {
 			if err := s.nc.PublishMsg(m); err != nil {
-				return pubAck{}, err
+				return batchAck{}, err
 			}
 			continue
 		}
 		m.Header.Set(hdrBatchCommit, "1")
 		var err error
 		if resp, err = s.nc.RequestMsgWithContext(ctx, m); err != nil {
-			return pubAck{}, err
+			return batchAck{}, err
 		}
 	}
 	var ack batchAck
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return pubAck{}, fmt.Errorf("%w: %v", errUnexpectedAck, err)
+		return batchAck{}, fmt.Errorf("%w: %v", errUnexpectedAck, err)
 	}
 	if ack.Error != nil {
-		return pubAck{}, fmt.Errorf("nats: %w", ack.Error)
+		return batchAck{}, &batchRefusedError{err: ack.Error}
 	}
-	if ack.Stream != s.cfg.Stream || ack.BatchID != batchID || ack.Count != len(msgs) {
-		return pubAck{}, fmt.Errorf("%w: %s", errUnexpectedAck, resp.Data)
+	if ack.Stream != s.cfg.Stream || ack.BatchID != batchID || ack.Count != len(msgs) || ack.Sequence < uint64(len(msgs)) {
+		return batchAck{}, fmt.Errorf("%w: %s", errUnexpectedAck, resp.Data)
 	}
-	return pubAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return ack, nil
 }
+
+// batchRefusedError is the server's answer refusing an atomic batch:
+// nothing of it was stored. It unwraps to the server's *jetstream.APIError.
+type batchRefusedError struct{ err error }
+
+func (e *batchRefusedError) Error() string { return "nats: " + e.err.Error() }
+func (e *batchRefusedError) Unwrap() error { return e.err }

@@ -9,7 +9,10 @@
 //   - appending to one aggregate's subject (<prefix>.<type>.<id>) with
 //     optimistic concurrency, where an append whose outcome is unknown is
 //     settled by reading the subject back, so callers get success or a
-//     conflict or a hard error, never a guess;
+//     conflict or a hard error, never a guess; with GroupCommit (a
+//     one-node server that fsyncs every write), appends that wait behind
+//     one another go out as one atomic batch, synced once, each keeping its
+//     own expectation and its own answer;
 //   - loading one aggregate at a cost that grows with its own events, not
 //     with the stream (Load; LoadLatest reads the last event through the
 //     stream leader, never a lagging replica; LoadSince reads only the

@@ -163,17 +163,19 @@ type chaosWorker struct {
 }
 
 type chaosWorld struct {
-	t       *testing.T
-	ctx     context.Context
-	seed    uint64
-	dir     string
-	emb     *eventstoretest.Server
-	sim     *tron.SimNode
-	signer  *tron.HMACSigner
-	clock   *bcClock
-	logs    *bcLogs
-	feed    *chaosFeed
-	custody map[string]string
+	t    *testing.T
+	ctx  context.Context
+	seed uint64
+	dir  string
+	emb  *eventstoretest.Server
+	// serverOpts are added to the server's options on every start.
+	serverOpts []eventstoretest.Option
+	sim        *tron.SimNode
+	signer     *tron.HMACSigner
+	clock      *bcClock
+	logs       *bcLogs
+	feed       *chaosFeed
+	custody    map[string]string
 
 	intake []*sagas.Repo
 	ledger *sagas.Ledger
@@ -212,6 +214,18 @@ func chaosSeed(t *testing.T) uint64 {
 }
 
 func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
+	chaosRun(t)
+}
+
+// The same run on file storage with fsync always and group commit, as weir
+// serve runs by default: appends that wait behind one another go out as
+// atomic batches (from two waiting, where serve waits for 16, so that this
+// run's few make batches), through the same crashes, faults and races.
+func TestChaosWithGroupCommitEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
+	chaosRun(t, eventstoretest.GroupCommit(2))
+}
+
+func chaosRun(t *testing.T, opts ...eventstoretest.Option) {
 	seed := chaosSeed(t)
 	t.Logf("WEIR_CHAOS_SEED=%d", seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -232,6 +246,7 @@ func TestChaosEveryWithdrawalEndsAndMoneyMovesAtMostOnce(t *testing.T) {
 		tron.FaultLookupTimeout:         0.06,
 		tron.FaultHeadTimeout:           0.05,
 	})
+	cw.serverOpts = opts
 	cw.start()
 	defer func() { cw.stopFeed(); cw.emb.Shutdown() }()
 
@@ -360,7 +375,7 @@ func newChaosWorld(t *testing.T, ctx context.Context, seed uint64, key string, f
 // the feed, and the workers (same names, fresh memory).
 func (cw *chaosWorld) start() {
 	t := cw.t
-	emb := eventstoretest.Start(t, eventstoretest.File(cw.dir))
+	emb := eventstoretest.Start(t, append([]eventstoretest.Option{eventstoretest.File(cw.dir)}, cw.serverOpts...)...)
 	cw.emb = emb
 	cw.intake = cw.intake[:0]
 	for range chaosIntakeRepos {

@@ -269,7 +269,10 @@ func startEngine(parent context.Context, cfg serveConfig, log *slog.Logger, out 
 			", shared by every weir process on this NATS; anyone with weir's NATS identity or an admin credential can read it. In production give every process the same --event-key FILE",
 			"signing_key_id", sealer.CurrentKeyID())
 	}
-	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory, Sealer: sealer}
+	e.storeCfg = eventstore.Config{Replicas: cfg.Replicas, Memory: cfg.memory, Sealer: sealer,
+		// The embedded one-node server fsyncs every write: appends that
+		// arrive while one is stored go out together, synced once.
+		GroupCommit: e.emb != nil && cfg.Sync == "always" && !cfg.memory}
 	if err := e.up.do(ctx, "event stream", func(ctx context.Context) (err error) {
 		e.store, err = eventstore.Open(ctx, nc, e.storeCfg, eventlog.NewRegistry())
 		return err

@@ -17,6 +17,10 @@ type Server struct {
 	*eventstore.Embedded
 	t      testing.TB
 	memory bool
+	// groupCommit, minBatch: stores opened from now on gather appends
+	// (GroupCommit).
+	groupCommit bool
+	minBatch    int
 	// Sealer is what stores opened from now on seal and verify events
 	// with: Keyring() by default; nil opens them without event
 	// authentication (weir run without an event key).
@@ -24,24 +28,38 @@ type Server struct {
 }
 
 // Option changes how Start runs the server.
-type Option func(*eventstore.EmbeddedConfig)
+type Option func(*settings)
+
+type settings struct {
+	emb         eventstore.EmbeddedConfig
+	groupCommit bool
+	minBatch    int
+}
 
 // File stores streams on disk in dir instead of in memory; a server started
 // again on the same dir finds what the previous one wrote.
 func File(dir string) Option {
-	return func(c *eventstore.EmbeddedConfig) { c.Memory, c.StoreDir = false, dir }
+	return func(c *settings) { c.emb.Memory, c.emb.StoreDir = false, dir }
+}
+
+// GroupCommit makes the server fsync every write, as weir serve's default,
+// and the stores opened on it gather concurrent appends into atomic
+// batches (eventstore.Config.GroupCommit), as weir serve does there, from
+// minBatch waiting messages on (0: the store's default). With File only.
+func GroupCommit(minBatch int) Option {
+	return func(c *settings) { c.emb.SyncAlways, c.groupCommit, c.minBatch = true, true, minBatch }
 }
 
 // Listen adds a TCP listener on a free loopback port (ClientURL), for code
 // that dials the server as a separate process would.
 func Listen() Option {
-	return func(c *eventstore.EmbeddedConfig) { c.ClientListen = "127.0.0.1:0" }
+	return func(c *settings) { c.emb.ClientListen = "127.0.0.1:0" }
 }
 
 // Auth lets the listener admit the TCP clients a admits (with the
 // permissions it gives them); without it every TCP client is refused.
 func Auth(a server.Authentication) Option {
-	return func(c *eventstore.EmbeddedConfig) { c.ClientAuth = a }
+	return func(c *settings) { c.emb.ClientAuth = a }
 }
 
 // Start starts a server with memory storage (unless File is given) and shuts
@@ -49,16 +67,16 @@ func Auth(a server.Authentication) Option {
 // the server away from its clients mid-test.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	cfg := eventstore.EmbeddedConfig{Memory: true}
+	cfg := settings{emb: eventstore.EmbeddedConfig{Memory: true}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	emb, err := eventstore.StartEmbedded(cfg)
+	emb, err := eventstore.StartEmbedded(cfg.emb)
 	if err != nil {
 		t.Fatalf("eventstoretest: start embedded nats-server: %v", err)
 	}
 	t.Cleanup(emb.Shutdown)
-	return &Server{Embedded: emb, t: t, memory: cfg.Memory, Sealer: Keyring()}
+	return &Server{Embedded: emb, t: t, memory: cfg.emb.Memory, groupCommit: cfg.groupCommit, minBatch: cfg.minBatch, Sealer: Keyring()}
 }
 
 // Conn returns a new in-process connection, closed when the test ends.
@@ -94,7 +112,7 @@ func (s *Server) Store(ctx context.Context, reg *eventstore.Registry) *eventstor
 // StoreOn opens the event store with reg on the connection nc.
 func (s *Server) StoreOn(ctx context.Context, nc *nats.Conn, reg *eventstore.Registry) *eventstore.Store {
 	s.t.Helper()
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory, Sealer: s.Sealer}, reg)
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Memory: s.memory, Sealer: s.Sealer, GroupCommit: s.groupCommit, GroupCommitMinBatch: s.minBatch}, reg)
 	if err != nil {
 		s.t.Fatalf("eventstoretest: open store: %v", err)
 	}

@@ -1,0 +1,172 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Group commit (Config.GroupCommit). On a one-node server that fsyncs
+// every write, the stream stores one message per fsync: appends from many
+// withdrawals in flight queue behind one another on the disk, however
+// many are sent at once. An atomic batch is synced once for all its
+// messages, so appends that arrive while the stream is busy are gathered
+// and sent as one batch, each keeping its own expectation
+// (Nats-Expected-Last-Subject-Sequence on its first message, which the
+// server checks message by message inside a batch).
+//
+// What an append sees does not change: its messages land together or not
+// at all, after the position it expected or not at all. A batch is all or
+// nothing, so one member the server refuses (a conflict, a duplicate id)
+// refuses the whole batch; every member is then sent again alone and gets
+// its own answer, exactly what it would have had without the batch. A
+// batch whose outcome is unknown (no ack) leaves each member's outcome
+// unknown, and each append settles its own by reading its subject back,
+// as for a single send (see Append).
+//
+// One send is on the wire at a time per store: the first append of a quiet
+// store goes at once, alone; appends arriving meanwhile wait for it and go
+// next, all together: alone and side by side when they are few (an atomic
+// batch costs the server a few milliseconds of its own on file storage),
+// as one batch from gcMinBatch messages on.
+type groupCommit struct {
+	direct func(ctx context.Context, msgs []*nats.Msg) (pubAck, error) // one append's own send
+	batch  func(ctx context.Context, msgs []*nats.Msg) (batchAck, error)
+	// minBatch is how many waiting messages make one batch (gcMinBatch).
+	minBatch int
+
+	mu      sync.Mutex
+	busy    bool // a send is on the wire
+	waiting []*gcMember
+
+	onWait func() // tests: called once an append waits (under mu)
+}
+
+// gcMember is one append waiting for its turn.
+type gcMember struct {
+	ctx  context.Context
+	msgs []*nats.Msg
+	done chan gcResult // buffered: the sender never blocks on it
+}
+
+type gcResult struct {
+	ack pubAck
+	err error
+}
+
+const (
+	// gcMinBatch is how many waiting messages make one atomic batch by
+	// default; fewer go alone, side by side. Measured on a 2-core VM with fsync always:
+	// 2,149 single publishes/s from 16 publishers, 2,495 messages/s in
+	// batches of 16, 8,340 in batches of 64.
+	gcMinBatch = 16
+	// gcMaxBatch bounds one batch (nats-server's default limit is 1,000).
+	gcMaxBatch = 256
+	// gcBatchTimeout bounds the wait for a batch's ack.
+	gcBatchTimeout = 5 * time.Second
+)
+
+// send sends one prepared append, directly when the store is quiet,
+// otherwise with the appends waiting beside it.
+func (g *groupCommit) send(ctx context.Context, msgs []*nats.Msg) (pubAck, error) {
+	g.mu.Lock()
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		ack, err := g.direct(ctx, msgs)
+		g.next()
+		return ack, err
+	}
+	m := &gcMember{ctx: ctx, msgs: msgs, done: make(chan gcResult, 1)}
+	g.waiting = append(g.waiting, m)
+	if g.onWait != nil {
+		g.onWait()
+	}
+	g.mu.Unlock()
+	// Waited for even past ctx: once taken, its messages may be on the
+	// wire, and the answer says what became of them. Sends are bounded
+	// (gcBatchTimeout, and the caller's ctx for a send alone).
+	r := <-m.done
+	return r.ack, r.err
+}
+
+// next hands the wire to what waits, or marks the store quiet.
+func (g *groupCommit) next() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiting) == 0 {
+		g.busy = false
+		return
+	}
+	go g.flush()
+}
+
+// flush sends what waits (up to gcMaxBatch messages), then hands on.
+func (g *groupCommit) flush() {
+	g.mu.Lock()
+	var take []*gcMember
+	n := 0
+	for len(g.waiting) > 0 && (n == 0 || n+len(g.waiting[0].msgs) <= gcMaxBatch) {
+		m := g.waiting[0]
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		take = append(take, m)
+		n += len(m.msgs)
+	}
+	g.mu.Unlock()
+
+	if n >= g.minBatch && len(take) > 1 {
+		g.sendBatch(take, n)
+	} else {
+		g.sendAlone(take)
+	}
+	g.next()
+}
+
+// sendAlone sends each member on its own, side by side, and waits for all.
+func (g *groupCommit) sendAlone(take []*gcMember) {
+	var wg sync.WaitGroup
+	for _, m := range take {
+		wg.Go(func() {
+			ack, err := g.direct(m.ctx, m.msgs)
+			m.done <- gcResult{ack, err}
+		})
+	}
+	wg.Wait()
+}
+
+// sendBatch sends the members as one atomic batch of n messages.
+func (g *groupCommit) sendBatch(take []*gcMember, n int) {
+	msgs := make([]*nats.Msg, 0, n)
+	for _, m := range take {
+		msgs = append(msgs, m.msgs...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gcBatchTimeout)
+	ack, err := g.batch(ctx, msgs)
+	cancel()
+	var refused *batchRefusedError
+	switch {
+	case errors.As(err, &refused):
+		// Nothing was stored: each member on its own gets the answer it
+		// would have had without the batch.
+		g.sendAlone(take)
+	case err == nil && ack.Duplicate:
+		err = fmt.Errorf("%w: a duplicate ack for a batch of %d", errUnexpectedAck, n)
+		fallthrough
+	case err != nil:
+		for _, m := range take {
+			m.done <- gcResult{err: err} // unknown: each append reads its subject back
+		}
+	default:
+		// The batch is contiguous and in member order, ending at ack.Sequence.
+		seq := ack.Sequence - uint64(n)
+		for _, m := range take {
+			seq += uint64(len(m.msgs))
+			m.done <- gcResult{ack: pubAck{Sequence: seq}}
+		}
+	}
+}
