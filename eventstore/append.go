@@ -172,16 +172,23 @@ func (s *Store) commit(ctx context.Context, k Key, expected Position, msgs []*na
 			dup       = false // the server says one of our ids is already stored
 		)
 		var apiErr *jetstream.APIError
+		var notSent *notSentError
+		var alone *aloneAfterBatchError
 		switch {
 		case sendErr == nil: // duplicate ack (de-duplication ran first, as on a cluster)
 			dup = true
+		case errors.As(sendErr, &notSent) && ctx.Err() != nil:
+			// Never sent, and its caller gave up while it waited for its
+			// turn (group commit): nothing to read back.
+			return Position{}, fmt.Errorf("eventstore: append to %s: %w", s.Subject(k), sendErr)
 		case errors.As(sendErr, &apiErr):
 			switch apiErr.ErrorCode {
 			case codeWrongLastSeq, codeWrongLastSeqConstant:
 				refused = true
 				// Ids we minted in this call on its first send cannot be
-				// in the stream already: a plain conflict, no walk needed.
-				mayBeOurs = !(generated && attempt == 0)
+				// in the stream already: a plain conflict, no walk needed
+				// (unless a batch they were in came first: read back).
+				mayBeOurs = !(generated && attempt == 0) || errors.As(sendErr, &alone)
 			case codeBatchDuplicate:
 				refused, dup = true, true
 			case codeDupInProcess:
@@ -437,13 +444,17 @@ func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, er
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < len(msgs)-1 {
 			if err := s.nc.PublishMsg(m); err != nil {
-				return batchAck{}, err
+				// No commit went out: the server abandons what it staged.
+				return batchAck{}, &notSentError{err: err}
 			}
 			continue
 		}
 		m.Header.Set(hdrBatchCommit, "1")
 		var err error
 		if resp, err = s.nc.RequestMsgWithContext(ctx, m); err != nil {
+			if isLocalRefusal(err) {
+				return batchAck{}, &notSentError{err: err}
+			}
 			return batchAck{}, err
 		}
 	}
@@ -459,6 +470,14 @@ func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, er
 	}
 	return ack, nil
 }
+
+// notSentError is a send that provably never reached the stream: the
+// client refused it, or a batch's commit never went out. Nothing was
+// stored; it unwraps to the client's error.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
 
 // batchRefusedError is the server's answer refusing an atomic batch:
 // nothing of it was stored. It unwraps to the server's *jetstream.APIError.

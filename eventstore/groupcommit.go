@@ -66,8 +66,11 @@ const (
 	gcMinBatch = 16
 	// gcMaxBatch bounds one batch (nats-server's default limit is 1,000).
 	gcMaxBatch = 256
-	// gcBatchTimeout bounds the wait for a batch's ack.
+	// gcBatchTimeout bounds the wait for a batch's ack, gcSendTimeout a
+	// send alone's, whatever its caller's deadline: the store's other
+	// appends wait for them.
 	gcBatchTimeout = 5 * time.Second
+	gcSendTimeout  = 5 * time.Second
 )
 
 // send sends one prepared append, directly when the store is quiet,
@@ -77,7 +80,7 @@ func (g *groupCommit) send(ctx context.Context, msgs []*nats.Msg) (pubAck, error
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
-		ack, err := g.direct(ctx, msgs)
+		ack, err := g.sendCapped(ctx, msgs)
 		g.next()
 		return ack, err
 	}
@@ -87,11 +90,35 @@ func (g *groupCommit) send(ctx context.Context, msgs []*nats.Msg) (pubAck, error
 		g.onWait()
 	}
 	g.mu.Unlock()
-	// Waited for even past ctx: once taken, its messages may be on the
-	// wire, and the answer says what became of them. Sends are bounded
-	// (gcBatchTimeout, and the caller's ctx for a send alone).
+	select {
+	case r := <-m.done:
+		return r.ack, r.err
+	case <-ctx.Done():
+	}
+	// Given up while waiting: if not taken yet, it leaves the queue and
+	// nothing was sent. Once taken, its messages may be on the wire, and
+	// only the answer (bounded by gcSendTimeout) says what became of them.
+	g.mu.Lock()
+	for i, w := range g.waiting {
+		if w == m {
+			g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+			g.mu.Unlock()
+			return pubAck{}, &notSentError{err: context.Cause(ctx)}
+		}
+	}
+	g.mu.Unlock()
 	r := <-m.done
 	return r.ack, r.err
+}
+
+// sendCapped is a send alone bounded by gcSendTimeout whatever the
+// caller's deadline: the store's other appends wait for it. A send cut
+// short there has an unknown outcome, which the append settles by reading
+// back.
+func (g *groupCommit) sendCapped(ctx context.Context, msgs []*nats.Msg) (pubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, gcSendTimeout)
+	defer cancel()
+	return g.direct(ctx, msgs)
 }
 
 // next hands the wire to what waits, or marks the store quiet.
@@ -108,36 +135,62 @@ func (g *groupCommit) next() {
 // flush sends what waits (up to gcMaxBatch messages), then hands on.
 func (g *groupCommit) flush() {
 	g.mu.Lock()
-	var take []*gcMember
+	var take, left []*gcMember
 	n := 0
-	for len(g.waiting) > 0 && (n == 0 || n+len(g.waiting[0].msgs) <= gcMaxBatch) {
-		m := g.waiting[0]
-		g.waiting[0] = nil
-		g.waiting = g.waiting[1:]
+	subjects := make(map[string]struct{}, len(g.waiting))
+	for _, m := range g.waiting {
+		// A second append to a subject already in the batch expects what
+		// the first changes: it would refuse the whole batch. It waits for
+		// the next round (where it will most likely conflict, alone).
+		_, twice := subjects[m.msgs[0].Subject]
+		if twice || (n > 0 && n+len(m.msgs) > gcMaxBatch) {
+			left = append(left, m)
+			continue
+		}
+		subjects[m.msgs[0].Subject] = struct{}{}
 		take = append(take, m)
 		n += len(m.msgs)
 	}
+	clear(g.waiting)
+	g.waiting = left
 	g.mu.Unlock()
 
 	if n >= g.minBatch && len(take) > 1 {
 		g.sendBatch(take, n)
 	} else {
-		g.sendAlone(take)
+		g.sendAlone(take, false)
 	}
 	g.next()
 }
 
 // sendAlone sends each member on its own, side by side, and waits for all.
-func (g *groupCommit) sendAlone(take []*gcMember) {
+// afterBatch marks the answers of members a refused batch held: a
+// conflict then is read back before it is believed (see
+// aloneAfterBatchError).
+func (g *groupCommit) sendAlone(take []*gcMember, afterBatch bool) {
 	var wg sync.WaitGroup
 	for _, m := range take {
 		wg.Go(func() {
-			ack, err := g.direct(m.ctx, m.msgs)
+			ack, err := g.sendCapped(m.ctx, m.msgs)
+			if err != nil && afterBatch {
+				err = &aloneAfterBatchError{err: err}
+			}
 			m.done <- gcResult{ack, err}
 		})
 	}
 	wg.Wait()
 }
+
+// aloneAfterBatchError is the answer to an append sent alone after a batch
+// holding it was refused. A refused batch stores nothing where the server
+// syncs it whole (the group commit's one-node, fsync-always case), but a
+// store committing a batch message by message can answer an error after
+// storing some: so a conflict on this send is settled by reading back,
+// never assumed.
+type aloneAfterBatchError struct{ err error }
+
+func (e *aloneAfterBatchError) Error() string { return e.err.Error() }
+func (e *aloneAfterBatchError) Unwrap() error { return e.err }
 
 // sendBatch sends the members as one atomic batch of n messages.
 func (g *groupCommit) sendBatch(take []*gcMember, n int) {
@@ -149,11 +202,13 @@ func (g *groupCommit) sendBatch(take []*gcMember, n int) {
 	ack, err := g.batch(ctx, msgs)
 	cancel()
 	var refused *batchRefusedError
+	var notSent *notSentError
 	switch {
-	case errors.As(err, &refused):
-		// Nothing was stored: each member on its own gets the answer it
-		// would have had without the batch.
-		g.sendAlone(take)
+	case errors.As(err, &refused) || errors.As(err, &notSent):
+		// Nothing was stored (refused by the server, or never committed,
+		// one member's message being too large, say): each member on its
+		// own gets the answer it would have had without the batch.
+		g.sendAlone(take, errors.As(err, &refused))
 	case err == nil && ack.Duplicate:
 		err = fmt.Errorf("%w: a duplicate ack for a batch of %d", errUnexpectedAck, n)
 		fallthrough

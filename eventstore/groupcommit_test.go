@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -147,6 +149,7 @@ func TestFewAppendsWaitingGoOutAloneSideBySide(t *testing.T) {
 // position, the rest their slots.
 func TestARefusedMemberCostsTheBatchNotTheOtherAppends(t *testing.T) {
 	_, s := newMemStore(t)
+	s.cfg.AmbiguousRetries = 0 // commit's own re-send must not stand in for the fallback
 	stale := Key{Type: "thing", ID: "stale"}
 	old := mustAppend(t, s, stale, Position{}, Event{Type: evOpened})
 	now := mustAppend(t, s, stale, old, noteEv("moved on", 1))
@@ -262,5 +265,109 @@ func TestGroupCommitOnAFileStoreLandsEveryConcurrentAppendOnce(t *testing.T) {
 	}
 	if got := lastSeq(t, s); got != n*each {
 		t.Fatalf("%d messages stored, want %d", got, n*each)
+	}
+}
+
+// A message the client refuses (over max_payload) stops the batch before
+// its commit goes out: nothing is stored, and each member is sent alone,
+// so only the oversized append fails.
+func TestAnOversizedAppendFailsAloneNotItsBatchMates(t *testing.T) {
+	_, s := newMemStore(t)
+	h := holdGroup(s, nil)
+	keys, at := keysN(20, "big")
+	evs := make([][]Event, len(keys))
+	for i := range evs {
+		evs[i] = []Event{{Type: evOpened}}
+	}
+	evs[19] = []Event{noteEv(strings.Repeat("x", int(s.nc.MaxPayload())+1), 1)}
+	pos, errs := appendsBehind(t, s, h, keys, at, evs)
+	if !errors.Is(errs[19], nats.ErrMaxPayload) {
+		t.Fatalf("the oversized append: %v", errs[19])
+	}
+	assertAggregateLen(t, s, keys[19], 0)
+	for i := range 19 {
+		if errs[i] != nil {
+			t.Fatalf("append %v failed for its batch-mate: %v", keys[i], errs[i])
+		}
+		assertAggregate(t, s, keys[i], pos[i], 1)
+	}
+}
+
+// An append whose caller gives up while it waits for its turn leaves the
+// queue: it returns at once, unsent, and is never stored.
+func TestAnAppendGivenUpWhileWaitingIsNeverSent(t *testing.T) {
+	_, s := newMemStore(t)
+	h := holdGroup(s, nil)
+	ctx := testCtx(t)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Append(ctx, Key{Type: "thing", ID: "first"}, Position{}, Event{Type: evOpened})
+		first <- err
+	}()
+	<-h.held
+	keys, _ := keysN(20, "gone")
+	wctx, giveUp := context.WithCancel(ctx)
+	errs := make(chan error, len(keys))
+	for _, k := range keys {
+		go func() {
+			_, err := s.Append(wctx, k, Position{}, Event{Type: evOpened})
+			errs <- err
+		}()
+	}
+	for range keys {
+		<-h.waiting
+	}
+	giveUp()
+	for range keys { // before the held send is released
+		select {
+		case err := <-errs:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("an append given up while waiting: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("appends given up while waiting still wait for the held send")
+		}
+	}
+	h.release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := lastSeq(t, s); got != 1 {
+		t.Fatalf("%d messages stored, want only the held one", got)
+	}
+}
+
+// Two appends to one aggregate waiting together would make the batch
+// refuse itself (the second expects what the first changes): the second
+// waits for the next round, and the batch goes through.
+func TestASecondAppendToAnAggregateWaitsForTheNextBatch(t *testing.T) {
+	_, s := newMemStore(t)
+	refused := 0
+	h := holdGroup(s, func(ctx context.Context, msgs []*nats.Msg, real func(context.Context, []*nats.Msg) (batchAck, error)) (batchAck, error) {
+		ack, err := real(ctx, msgs)
+		if err != nil {
+			refused++
+		}
+		return ack, err
+	})
+	keys, at := keysN(20, "twice")
+	keys[19] = keys[3] // both new: one of the two can land
+	pos, errs := appendsBehind(t, s, h, keys, at, nil)
+	if refused != 0 {
+		t.Fatalf("%d batches refused", refused)
+	}
+	var conflict *ConflictError
+	first, second := errs[3], errs[19]
+	if (first == nil) == (second == nil) || !(errors.As(first, &conflict) || errors.As(second, &conflict)) {
+		t.Fatalf("the two appends to %v: %v, %v; want one landed, one conflict", keys[3], first, second)
+	}
+	for i, k := range keys[:19] {
+		if i == 3 {
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("append %v: %v", k, errs[i])
+		}
+		assertAggregate(t, s, k, pos[i], 1)
 	}
 }

@@ -154,3 +154,26 @@ func notifyStream(t *testing.T, cfg jetstream.StreamConfig) (jetstream.JetStream
 	}
 	return js, stream
 }
+
+// A publisher that lost the race re-sends ids the winner stored; inside a
+// batch the server reports that (10201) before the stale expectation.
+// It is the same news, "the stream moved": re-read, and keep batching.
+func TestALosingBatchReadsTheStreamAgainAndKeepsBatching(t *testing.T) {
+	ctx := t.Context()
+	js, stream := notifyStream(t, StreamConfig(1, true))
+	quiet := slog.New(slog.DiscardHandler)
+	a, b := NewPublisher(nil, js, stream, quiet), NewPublisher(nil, js, stream, quiet)
+	a.UseBatches()
+	b.UseBatches()
+	ds, n := dues(t, 10, 20)
+	if done, err := a.publishBatch(ctx, ds, n); !done || err != nil {
+		t.Fatalf("a: %v %v", done, err)
+	}
+	same, _ := dues(t, 10, 20)
+	if done, err := b.publishBatch(ctx, same, n); done || !errors.Is(err, errMoved) || !b.batches {
+		t.Fatalf("b, behind the stream: done %v, err %v, batching %v; want errMoved, still batching", done, err, b.batches)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != uint64(n) {
+		t.Fatalf("WEIR_NOTIFY: %+v %v, want %d messages", info.State, err, n)
+	}
+}

@@ -167,8 +167,11 @@ func (p *Publisher) follow(ctx context.Context) error {
 		return put(d)
 	}, eventstore.OnViolation(func(v *eventstore.IntegrityError) error {
 		// Never folded, so never announced; the log goes on.
+		if v.Sequence <= queued {
+			return nil
+		}
+		queued = v.Sequence
 		p.log.Error("notify: event quarantined, not announced", "seq", v.Sequence, "subject", v.Subject, "event", v.Type, "err", v.Err)
-		queued = max(queued, v.Sequence)
 		return put(due{seq: v.Sequence})
 	}))
 	cancel(err)
@@ -367,9 +370,10 @@ type batchAck struct {
 // batch (JetStream's Nats-Batch-Id / -Sequence / -Commit), its first
 // message expecting the stream's end as a single publish does, so the
 // batch is stored whole, right after what the position says, or not at
-// all. It reports false, having published nothing, when the server will
-// not take a batch (one without atomic publish on the stream, say): the
-// caller publishes them one at a time, and the publisher does from then
+// all. It reports false, having published nothing, when the server
+// refuses the batch for any other reason than a publisher ahead of this
+// one: the caller publishes them one at a time, and, when the refusal
+// says the stream takes no batches at all, the publisher does from then
 // on.
 func (p *Publisher) publishBatch(ctx context.Context, ds []due, notes int) (bool, error) {
 	nc := p.js.Conn()
@@ -412,16 +416,27 @@ func (p *Publisher) publishBatch(ctx context.Context, ds []due, notes int) (bool
 		if err := json.Unmarshal(resp.Data, &ack); err != nil {
 			return false, fmt.Errorf("notify: the answer to a batch of %d: %w", notes, err)
 		}
-		if ack.Error != nil && ack.Error.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		switch {
+		case ack.Error == nil && (ack.Count != notes || ack.Seq < uint64(notes)):
+			// Stored, but not as sent: the stream says what it holds.
+			return false, errMoved
+		case ack.Error == nil:
+		case ack.Error.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence, ack.Error.ErrorCode == codeBatchDuplicate:
+			// Behind the stream: inside a batch the server finds a stored
+			// id (10201) before it compares the expected end (10071).
 			if err := p.readAgain(ctx, pos); err != nil {
 				return false, err
 			}
 			continue
-		}
-		if ack.Error != nil || ack.Count != notes || ack.Seq < uint64(notes) {
-			p.log.Warn("notify: a batch of notifications was refused; publishing one at a time from now on",
-				"notifications", notes, "err", ack.Error, "count", ack.Count)
+		case batchesRefused[ack.Error.ErrorCode]:
+			p.log.Warn("notify: the stream does not take batches of notifications; publishing one at a time from now on",
+				"notifications", notes, "err", ack.Error)
 			p.batches = false
+			return false, nil
+		default:
+			// Refused this time (incomplete, too many in flight): this
+			// backlog goes one at a time.
+			p.log.Warn("notify: a batch of notifications was refused; publishing it one at a time", "notifications", notes, "err", ack.Error)
 			return false, nil
 		}
 		p.published(notes, ds[len(ds)-1].seq, ack.Seq)
@@ -433,6 +448,16 @@ func (p *Publisher) publishBatch(ctx context.Context, ds []due, notes int) (bool
 // commitTimeout bounds the wait for a batch's ack, as nats.go's default
 // bounds a single publish's; past it the publisher reads the stream again.
 const commitTimeout = 10 * time.Second
+
+// Atomic batch refusals (nats-server's error codes): a stored id in the
+// batch, and those that say the stream will not take batches at all.
+const codeBatchDuplicate = jetstream.ErrorCode(10201)
+
+var batchesRefused = map[jetstream.ErrorCode]bool{
+	10174: true, // atomic publish disabled on the stream
+	10177: true, // a header the batch may not carry
+	10199: true, // a batch larger than the server allows
+}
 
 // The atomic batch headers (nats-server 2.12 and later).
 const (
