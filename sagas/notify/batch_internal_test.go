@@ -177,3 +177,25 @@ func TestALosingBatchReadsTheStreamAgainAndKeepsBatching(t *testing.T) {
 		t.Fatalf("WEIR_NOTIFY: %+v %v, want %d messages", info.State, err, n)
 	}
 }
+
+// The position says what is published: a notification that cannot be
+// published holds it, and the records after it, which announce nothing,
+// do not move it past.
+func TestThePositionNeverPassesANotificationNotYetPublished(t *testing.T) {
+	js, stream := notifyStream(t, StreamConfig(1, true))
+	p := NewPublisher(nil, js, stream, slog.New(slog.DiscardHandler))
+	ds, _ := dues(t, 10, 2) // 10: published; 11: nothing; 12: cannot be; 13: nothing
+	ds[2].msg.Subject = "weir.nowhere.acme.requested" // no stream takes it
+	queue := make(chan due, len(ds))
+	for _, d := range ds {
+		queue <- d
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.send(ctx, queue); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("send: %v, want the failed publish", err)
+	}
+	if got := p.Position().SourceSeq; got != 11 {
+		t.Fatalf("position at log seq %d, want 11 (before the notification that failed)", got)
+	}
+}
