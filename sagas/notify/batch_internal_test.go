@@ -184,7 +184,7 @@ func TestALosingBatchReadsTheStreamAgainAndKeepsBatching(t *testing.T) {
 func TestThePositionNeverPassesANotificationNotYetPublished(t *testing.T) {
 	js, stream := notifyStream(t, StreamConfig(1, true))
 	p := NewPublisher(nil, js, stream, slog.New(slog.DiscardHandler))
-	ds, _ := dues(t, 10, 2) // 10: published; 11: nothing; 12: cannot be; 13: nothing
+	ds, _ := dues(t, 10, 2)                           // 10: published; 11: nothing; 12: cannot be; 13: nothing
 	ds[2].msg.Subject = "weir.nowhere.acme.requested" // no stream takes it
 	queue := make(chan due, len(ds))
 	for _, d := range ds {
