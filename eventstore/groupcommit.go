@@ -60,9 +60,9 @@ type gcResult struct {
 
 const (
 	// gcMinBatch is how many waiting messages make one atomic batch by
-	// default; fewer go alone, side by side. Measured on a 2-core VM with fsync always:
-	// 2,149 single publishes/s from 16 publishers, 2,495 messages/s in
-	// batches of 16, 8,340 in batches of 64.
+	// default; fewer go alone, side by side. Measured on a 2-core VM with
+	// fsync always: 2,149 single publishes/s from 16 publishers, 2,495
+	// messages/s in batches of 16, 8,340 in batches of 64.
 	gcMinBatch = 16
 	// gcMaxBatch bounds one batch (nats-server's default limit is 1,000).
 	gcMaxBatch = 256
