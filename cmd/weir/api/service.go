@@ -140,7 +140,7 @@ func StartService(nc *nats.Conn, cfg ServiceConfig) (micro.Service, error) {
 	s := &natsService{
 		nc: nc, cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		ops: &ops{intake: cfg.Intake, queues: cfg.Queues, history: cfg.History, now: cfg.Now},
-		sem: make(chan struct{}, cfg.MaxConcurrent),
+		sem: make(chan struct{}, cfg.MaxConcurrent), idle: make(chan func()), done: make(chan struct{}),
 	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
@@ -273,12 +273,15 @@ func withID(fn func(context.Context, Principal, string) (result, error)) natsFun
 // goroutines; Stop waits for them.
 type natsService struct {
 	micro.Service
-	nc      *nats.Conn
-	cfg     ServiceConfig
-	log     *slog.Logger
-	metrics *Metrics
-	ops     *ops
-	sem     chan struct{}
+	nc        *nats.Conn
+	cfg       ServiceConfig
+	log       *slog.Logger
+	metrics   *Metrics
+	ops       *ops
+	sem       chan struct{} // a slot per handler goroutine (MaxConcurrent)
+	idle      chan func()   // commands for an idle handler
+	done      chan struct{} // closed by Stop: idle handlers exit
+	closeDone sync.Once
 
 	mu       sync.Mutex
 	stopping bool
@@ -298,6 +301,7 @@ func (s *natsService) Stop() error {
 		err = fmt.Errorf("api: flush service unsubscribes: %w", ferr)
 	}
 	s.wg.Wait()
+	s.closeDone.Do(func() { close(s.done) })
 	return err
 }
 
@@ -313,9 +317,8 @@ func (s *natsService) endpoint(subject, command string, fn natsFunc) micro.Handl
 		}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		s.sem <- struct{}{} // wait for a slot: back-pressure on this subscription
-		go func() {
-			defer func() { <-s.sem; s.wg.Done() }()
+		s.dispatch(func() {
+			defer s.wg.Done()
 			var principal string
 			var res result
 			var err error
@@ -328,8 +331,39 @@ func (s *natsService) endpoint(subject, command string, fn natsFunc) micro.Handl
 				principal, res, err = s.run(command, hdr, data, fn)
 			}()
 			s.respond(subject, command, reply, start, principal, res, err)
-		}()
+		})
 	})
+}
+
+// dispatch runs f on a handler goroutine: an idle one if any, else a new
+// one while fewer than MaxConcurrent run, else it waits for one to be
+// free (back-pressure on the subscription). Handlers stay for the next
+// command rather than exit: a command's stack, grown once, is reused.
+func (s *natsService) dispatch(f func()) {
+	select {
+	case s.idle <- f:
+		return
+	default:
+	}
+	select {
+	case s.idle <- f:
+	case s.sem <- struct{}{}:
+		go s.handler(f)
+	}
+}
+
+// handler runs f, then the commands dispatched to it, until the service
+// stops.
+func (s *natsService) handler(f func()) {
+	defer func() { <-s.sem }()
+	for {
+		f()
+		select {
+		case f = <-s.idle:
+		case <-s.done:
+			return
+		}
+	}
 }
 
 func (s *natsService) run(command string, hdr nats.Header, data []byte, fn natsFunc) (string, result, error) {

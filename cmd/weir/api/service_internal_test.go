@@ -31,6 +31,7 @@ func TestServiceHandlersRunConcurrently(t *testing.T) {
 	s := &natsService{
 		Service: svc, nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(),
 		cfg: ServiceConfig{Principals: ps, CommandTimeout: time.Minute}, sem: make(chan struct{}, 4),
+		idle: make(chan func()), done: make(chan struct{}),
 	}
 	started, release := make(chan struct{}), make(chan struct{})
 	slow := func(ctx context.Context, _ Principal, body []byte) (result, error) {
