@@ -232,7 +232,7 @@ func (p *Publisher) send(ctx context.Context, queue <-chan due) error {
 			notes++
 		}
 	more:
-		for notes < maxBatch {
+		for notes < maxBatch && len(ds) < maxQueued {
 			select {
 			case d := <-queue:
 				ds = append(ds, d)
