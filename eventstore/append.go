@@ -406,8 +406,10 @@ type batchAck struct {
 	Count     int                 `json:"count,omitempty"`
 }
 
-// errUnexpectedAck marks an ack we cannot interpret; the read-back decides.
-var errUnexpectedAck = errors.New("eventstore: unexpected publish ack")
+// ErrUnexpectedAck marks an answer to a publish that cannot be read, or
+// is not this publish's: what was stored is unknown, and only reading the
+// stream tells (for an append, the read-back decides).
+var ErrUnexpectedAck = errors.New("eventstore: unexpected publish ack")
 
 // publishBatch sends msgs, one append's events, as one nats-server atomic
 // batch (atomicBatch).
@@ -424,13 +426,36 @@ func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg) (pubAck, err
 	return pubAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
-// atomicBatch sends msgs as one nats-server atomic batch: every message
+// atomicBatch sends msgs as one atomic batch to the store's stream
+// (publishAtomic).
+func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, error) {
+	return publishAtomic(ctx, s.nc, s.cfg.Stream, msgs)
+}
+
+// PublishAtomic sends msgs on nc as one nats-server atomic batch (2.12+)
+// into stream, which must allow atomic publish, and returns the stream
+// sequence of its last message: the batch is stored whole and contiguous,
+// or not at all. An error that unwraps to a *jetstream.APIError is the
+// server refusing the batch: nothing was stored. Any other error may leave
+// the outcome unknown (ErrUnexpectedAck: an answer that is not this
+// batch's), except the client's own refusal of a message, before the
+// commit went out. msgs are not changed.
+func PublishAtomic(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) (uint64, error) {
+	ack, err := publishAtomic(ctx, nc, stream, msgs)
+	if err == nil && ack.Duplicate {
+		err = fmt.Errorf("%w: a duplicate ack for a batch of %d", ErrUnexpectedAck, len(msgs))
+	}
+	return ack.Sequence, err
+}
+
+// publishAtomic sends msgs as one nats-server atomic batch: every message
 // carries the batch id and its 1-based position, the last one commits. Only
 // the commit is a request; the server stages the others and stores all or
 // none (a lost middle message makes the commit fail as incomplete). The
-// server's refusal is a *batchRefusedError (nothing stored); any other
+// server's refusal is a *batchRefusedError (nothing stored), a failure
+// before the commit went out a *notSentError (nothing stored); any other
 // error leaves the outcome unknown.
-func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, error) {
+func publishAtomic(ctx context.Context, nc *nats.Conn, stream string, msgs []*nats.Msg) (batchAck, error) {
 	// A fresh batch id per attempt: a retried attempt must not be merged
 	// with the staged leftovers of an abandoned one.
 	batchID := ulid.Make().String()
@@ -443,7 +468,7 @@ func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, er
 		m.Header.Set(hdrBatchID, batchID)
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < len(msgs)-1 {
-			if err := s.nc.PublishMsg(m); err != nil {
+			if err := nc.PublishMsg(m); err != nil {
 				// No commit went out: the server abandons what it staged.
 				return batchAck{}, &notSentError{err: err}
 			}
@@ -451,7 +476,7 @@ func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, er
 		}
 		m.Header.Set(hdrBatchCommit, "1")
 		var err error
-		if resp, err = s.nc.RequestMsgWithContext(ctx, m); err != nil {
+		if resp, err = nc.RequestMsgWithContext(ctx, m); err != nil {
 			if isLocalRefusal(err) {
 				return batchAck{}, &notSentError{err: err}
 			}
@@ -460,13 +485,13 @@ func (s *Store) atomicBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, er
 	}
 	var ack batchAck
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return batchAck{}, fmt.Errorf("%w: %v", errUnexpectedAck, err)
+		return batchAck{}, fmt.Errorf("%w: %v", ErrUnexpectedAck, err)
 	}
 	if ack.Error != nil {
 		return batchAck{}, &batchRefusedError{err: ack.Error}
 	}
-	if ack.Stream != s.cfg.Stream || ack.BatchID != batchID || ack.Count != len(msgs) || ack.Sequence < uint64(len(msgs)) {
-		return batchAck{}, fmt.Errorf("%w: %s", errUnexpectedAck, resp.Data)
+	if ack.Stream != stream || ack.BatchID != batchID || ack.Count != len(msgs) || ack.Sequence < uint64(len(msgs)) {
+		return batchAck{}, fmt.Errorf("%w: %s", ErrUnexpectedAck, resp.Data)
 	}
 	return ack, nil
 }

@@ -12,7 +12,8 @@
 //     conflict or a hard error, never a guess; with GroupCommit (a
 //     one-node server that fsyncs every write), appends that wait behind
 //     one another go out as one atomic batch, synced once, each keeping its
-//     own expectation and its own answer;
+//     own expectation and its own answer (PublishAtomic sends such a batch
+//     to another stream: the notification publisher's);
 //   - loading one aggregate at a cost that grows with its own events, not
 //     with the stream (Load; LoadLatest reads the last event through the
 //     stream leader, never a lagging replica; LoadSince reads only the

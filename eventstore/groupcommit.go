@@ -210,7 +210,7 @@ func (g *groupCommit) sendBatch(take []*gcMember, n int) {
 		// own gets the answer it would have had without the batch.
 		g.sendAlone(take, errors.As(err, &refused))
 	case err == nil && ack.Duplicate:
-		err = fmt.Errorf("%w: a duplicate ack for a batch of %d", errUnexpectedAck, n)
+		err = fmt.Errorf("%w: a duplicate ack for a batch of %d", ErrUnexpectedAck, n)
 		fallthrough
 	case err != nil:
 		for _, m := range take {

@@ -44,9 +44,10 @@ func (e *engine) startNotifications(ctx context.Context, connect func(string) (*
 	e.notifyStream = stream
 	store.UseTail(e.tail) // whole-log reads through the shared Tail
 	e.publisher = notify.NewPublisher(store, js, stream, log.With("room", "notify"))
-	if e.emb != nil && cfg.Sync == "always" && !cfg.memory {
-		// The embedded server fsyncs every write of the one-node stream:
-		// a backlog goes out as one batch, one sync (see UseBatches).
+	if e.storeCfg.GroupCommit {
+		// The server fsyncs every write of its one-node streams, where the
+		// log commits in groups: a backlog of notifications goes out as
+		// one batch too, one sync (see UseBatches).
 		e.publisher.UseBatches()
 	}
 	e.wg.Add(1)

@@ -133,7 +133,7 @@ func TestAQueuedBacklogGoesOutAsOneBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		batches[m.Header.Get(headerBatchID)]++
+		batches[m.Header.Get("Nats-Batch-Id")]++
 	}
 	if len(batches) != 2 || batches[""] != minBatch-1 {
 		t.Fatalf("messages by batch: %v; want %d alone and one batch of %d", batches, minBatch-1, n)

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -358,89 +358,59 @@ func (p *Publisher) readAgain(ctx context.Context, pos Position) error {
 	return nil
 }
 
-// batchAck is the server's answer to a batch's commit.
-type batchAck struct {
-	Error *jetstream.APIError `json:"error,omitempty"`
-	Seq   uint64              `json:"seq"`
-	Batch string              `json:"batch"`
-	Count int                 `json:"count"`
-}
-
 // publishBatch publishes the notes notifications of ds as one atomic
-// batch (JetStream's Nats-Batch-Id / -Sequence / -Commit), its first
-// message expecting the stream's end as a single publish does, so the
-// batch is stored whole, right after what the position says, or not at
-// all. It reports false, having published nothing, when the server
-// refuses the batch for any other reason than a publisher ahead of this
-// one: the caller publishes them one at a time, and, when the refusal
-// says the stream takes no batches at all, the publisher does from then
-// on.
+// batch (eventstore.PublishAtomic), its first message expecting the
+// stream's end as a single publish does, so the batch is stored whole,
+// right after what the position says, or not at all. It reports false,
+// having published nothing, when the server refuses the batch for any
+// other reason than a publisher ahead of this one: the caller publishes
+// them one at a time, and, when the refusal says the stream takes no
+// batches at all, the publisher does from then on.
 func (p *Publisher) publishBatch(ctx context.Context, ds []due, notes int) (bool, error) {
-	nc := p.js.Conn()
+	msgs := make([]*nats.Msg, 0, notes)
+	for _, d := range ds {
+		if d.msg != nil {
+			d.msg.Header.Set(jetstream.MsgIDHeader, d.eventID) // as a single publish sends it
+			msgs = append(msgs, d.msg)
+		}
+	}
+	// The expectation goes on a copy: a message left for a single publish
+	// carries none.
+	first := &nats.Msg{Subject: msgs[0].Subject, Data: msgs[0].Data, Header: maps.Clone(msgs[0].Header)}
+	msgs[0] = first
 	for range maxReads {
 		pos := p.Position()
-		id := uuid.NewString()
-		i := 0
-		var resp *nats.Msg
-		for _, d := range ds {
-			if d.msg == nil {
-				continue
-			}
-			i++
-			m := d.msg
-			m.Header.Set(jetstream.MsgIDHeader, d.eventID)
-			m.Header.Set(headerBatchID, id)
-			m.Header.Set(headerBatchSeq, strconv.Itoa(i))
-			m.Header.Del(jetstream.ExpectedLastSeqHeader)
-			m.Header.Del(headerBatchCommit)
-			if i == 1 {
-				m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(pos.StreamSeq, 10))
-			}
-			var err error
-			if i == notes {
-				m.Header.Set(headerBatchCommit, "1")
-				cctx, cancel := context.WithTimeout(ctx, commitTimeout)
-				resp, err = nc.RequestMsgWithContext(cctx, m)
-				cancel()
-			} else {
-				err = nc.PublishMsg(m)
-			}
-			for _, h := range []string{headerBatchID, headerBatchSeq, headerBatchCommit, jetstream.ExpectedLastSeqHeader} {
-				m.Header.Del(h) // a message left for a single publish carries none of it
-			}
-			if err != nil {
-				return false, fmt.Errorf("notify: publish a batch of %d: %w", notes, err)
-			}
-		}
-		var ack batchAck
-		if err := json.Unmarshal(resp.Data, &ack); err != nil {
-			return false, fmt.Errorf("notify: the answer to a batch of %d: %w", notes, err)
-		}
+		first.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(pos.StreamSeq, 10))
+		cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+		last, err := eventstore.PublishAtomic(cctx, p.js.Conn(), Stream, msgs)
+		cancel()
+		var refused *jetstream.APIError
 		switch {
-		case ack.Error == nil && (ack.Count != notes || ack.Seq < uint64(notes)):
-			// Stored, but not as sent: the stream says what it holds.
+		case err == nil:
+			p.published(notes, ds[len(ds)-1].seq, last)
+			return true, nil
+		case errors.Is(err, eventstore.ErrUnexpectedAck):
+			// Perhaps stored, not as sent: the stream says what it holds.
 			return false, errMoved
-		case ack.Error == nil:
-		case ack.Error.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence, ack.Error.ErrorCode == codeBatchDuplicate:
+		case !errors.As(err, &refused):
+			return false, fmt.Errorf("notify: publish a batch of %d: %w", notes, err)
+		case refused.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence, refused.ErrorCode == codeBatchDuplicate:
 			// Behind the stream: inside a batch the server finds a stored
 			// id (10201) before it compares the expected end (10071).
 			if err := p.readAgain(ctx, pos); err != nil {
 				return false, err
 			}
-			continue
-		case batchesRefused[ack.Error.ErrorCode]:
+		case batchesRefused[refused.ErrorCode]:
 			p.log.Warn("notify: the stream does not take batches of notifications; publishing one at a time from now on",
-				"notifications", notes, "err", ack.Error)
+				"notifications", notes, "err", refused)
 			p.batches = false
 			return false, nil
 		default:
 			// Refused this time (incomplete, too many in flight): this
 			// backlog goes one at a time.
-			p.log.Warn("notify: a batch of notifications was refused; publishing it one at a time", "notifications", notes, "err", ack.Error)
+			p.log.Warn("notify: a batch of notifications was refused; publishing it one at a time", "notifications", notes, "err", refused)
 			return false, nil
 		}
-		p.published(notes, ds[len(ds)-1].seq, ack.Seq)
-		return true, nil
 	}
 	return false, errMoved
 }
@@ -458,13 +428,6 @@ var batchesRefused = map[jetstream.ErrorCode]bool{
 	10177: true, // a header the batch may not carry
 	10199: true, // a batch larger than the server allows
 }
-
-// The atomic batch headers (nats-server 2.12 and later).
-const (
-	headerBatchID     = "Nats-Batch-Id"
-	headerBatchSeq    = "Nats-Batch-Sequence"
-	headerBatchCommit = "Nats-Batch-Commit"
-)
 
 // maxReads bounds the re-reads of one publish against wallet notifications
 // (past it the publisher resumes from the stream, after a pause).
