@@ -34,7 +34,9 @@
 //     withdrawals at once, each fenced by its own stream position, and
 //     confirms by following the solid blocks (watch.go: one receipts call
 //     per block for all its txids; the head and reference block read once
-//     per round), and follows the head blocks the same way only to learn
+//     per round; the scan's position is the log: a flight taken over is
+//     watched from the block after its envelope's reference block), and
+//     follows the head blocks the same way only to learn
 //     which txids left the pool for a block (a hint that spares a lookup
 //     by txid, never a confirmation); classifies the node's answer (accepted; hard reject → stop
 //     sending those bytes, and fail only once the chain-time proof below

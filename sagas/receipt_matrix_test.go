@@ -362,23 +362,42 @@ func (n failingLookups) SolidLookup(ctx context.Context, id [32]byte) (tron.TxSt
 // A SUCCESS receipt never rebuilds: a worker told by a lookup that the
 // transfer failed reads the receipt again from its solid block before it
 // rebuilds, finds SUCCESS there, and confirms. One transfer, one txid.
+//
+// The worker that takes the withdrawal over watches its txid in the solid
+// blocks from the block after its reference block (the scan position is
+// the log): when that block is within the scan's reach, the receipt comes
+// from the block itself and the lie is never even asked for. When it is
+// not (the handover came more than the scan goes back), the lookups
+// decide, the lie is met, and the block overrules it.
 func TestSuccessReceiptNeverRebuilds(t *testing.T) {
-	r := newBCRig(t)
-	mon := r.funded("1000", 500)
-	id := r.ready(bcAddress("success-not-rebuilt"), "77")
-	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Gate = mon; c.Crash = sagas.CrashOnce(sagas.CrashAfterSend, id) })
-	if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
-		t.Fatalf("drive: %v", err)
-	}
-	r.clock.Advance(2 * bcLease)
-	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Gate = mon; c.Node = failingLookups{r.node} })
-	r.gated(mon, 60, r.terminal(id), w2)
-	w := r.paidOnce(id)
-	if n := bcCount(r.events(id), aggregate.EventRebuilt); n != 0 || w.Attempt != 1 {
-		t.Fatalf("%d rebuilds, attempt %d", n, w.Attempt)
-	}
-	if n := r.logs.Count("the lookup said the transfer failed, its solid block says SUCCESS: confirming"); n != 1 {
-		t.Fatalf("the lie was met %d times", n)
+	for _, tc := range []struct {
+		name  string
+		later int64 // blocks the chain moves between the crash and the takeover
+		lies  int   // lies met
+	}{
+		{"within the scan's reach", 0, 0},
+		{"behind the scan's reach", 300, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newBCRig(t)
+			mon := r.funded("1000", 500)
+			id := r.ready(bcAddress("success-not-rebuilt"), "77")
+			w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Gate = mon; c.Crash = sagas.CrashOnce(sagas.CrashAfterSend, id) })
+			if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
+				t.Fatalf("drive: %v", err)
+			}
+			r.sim.Advance(int(tc.later))
+			r.clock.Advance(2 * bcLease)
+			w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Gate = mon; c.Node = failingLookups{r.node} })
+			r.gated(mon, 60, r.terminal(id), w2)
+			w := r.paidOnce(id)
+			if n := bcCount(r.events(id), aggregate.EventRebuilt); n != 0 || w.Attempt != 1 {
+				t.Fatalf("%d rebuilds, attempt %d", n, w.Attempt)
+			}
+			if n := r.logs.Count("the lookup said the transfer failed, its solid block says SUCCESS: confirming"); n != tc.lies {
+				t.Fatalf("the lie was met %d times, want %d", n, tc.lies)
+			}
+		})
 	}
 }
 

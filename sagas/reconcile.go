@@ -24,10 +24,43 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 	if err != nil {
 		return stepWait, err
 	}
+	if err := wk.adopt(ctx, f, st); err != nil {
+		return stepWait, err
+	}
 	if st.State != tron.TxUnknown {
 		return wk.found(ctx, f, st)
 	}
 	return wk.resendOrProve(ctx, f)
+}
+
+// adopt makes the block scan watch the current txid of a flight this
+// worker did not send (taken over after a restart, a crash, a lapsed
+// lease), given what a lookup by txid said of it just now: the scan
+// position lives in the log (see chainWatch). It is watched from the
+// block after its envelope's reference block, which was read before the
+// bytes were built, so no earlier block can hold them; and expected in the
+// block the lookup found it in or, not in a block yet, the one after the
+// head. A txid found in a block is marked seen, so the drop lookups leave
+// it to the solid scan. A txid already watched, or an envelope written
+// before reference blocks were logged, is left as it is.
+func (wk *Worker) adopt(ctx context.Context, f *flight, st tron.TxStatus) error {
+	env := f.w.Envelope
+	id, err := tron.ParseTxID(env.TxID)
+	if err != nil || env.RefBlockNum <= 0 || wk.chain.watching(id) {
+		return nil
+	}
+	expected := st.BlockNumber
+	if st.State != tron.TxIncluded {
+		head, err := wk.view.headNow(ctx, wk.cfg.Node, wk.nodeCtx)
+		if err != nil {
+			return err
+		}
+		expected = head.Number + 1
+	} else {
+		f.mem().seen[env.TxID] = true
+	}
+	wk.chain.adopt(id, env.RefBlockNum+1, expected)
+	return nil
 }
 
 // confirm handles broadcast (and broadcasting after this worker's send
@@ -37,6 +70,20 @@ func (wk *Worker) reconcile(ctx context.Context, f *flight) (stepResult, error) 
 // sent again, as in reconcile.
 func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 	txid := f.w.Envelope.TxID
+	if id, err := tron.ParseTxID(txid); err == nil && !wk.chain.watching(id) && f.w.Envelope.RefBlockNum > 0 {
+		// Taken over from the log (its acceptance recorded by another
+		// worker, or before a restart): one lookup, then the scan.
+		st, err := wk.lookup(ctx, txid)
+		if err != nil {
+			return stepWait, err
+		}
+		if err := wk.adopt(ctx, f, st); err != nil {
+			return stepWait, err
+		}
+		if st.State == tron.TxUnknown {
+			return wk.resendOrProve(ctx, f)
+		}
+	}
 	if id, err := tron.ParseTxID(txid); err == nil {
 		found, wait := wk.chain.status(id)
 		if found != nil {
@@ -110,16 +157,21 @@ const dropCheckBlocks = 3
 // transaction neither block scan has seen yet: once dropCheckBlocks heads
 // have passed since this worker's last send of it, then at most once per
 // head block. The head is the round's (read once per round for every
-// withdrawal of the round). A worker that does not remember the send asks
-// at once.
+// withdrawal of the round). A worker that does not remember a send asks at
+// once, and then at most once per head block too.
 func (wk *Worker) dropCheckDue(ctx context.Context, f *flight, txid string) (bool, error) {
 	m := f.mem()
-	sent, ok := m.sentAt[txid]
-	if !ok {
+	sent, sentHere := m.sentAt[txid]
+	last, asked := m.askedAt[txid]
+	if !sentHere && !asked {
+		m.askedAt[txid] = wk.view.known().Number
 		return true, nil
 	}
-	due := sent + dropCheckBlocks
-	if last, ok := m.askedAt[txid]; ok {
+	due := int64(0)
+	if sentHere {
+		due = sent + dropCheckBlocks
+	}
+	if asked {
 		due = max(due, last+1)
 	}
 	head := wk.view.known()

@@ -21,13 +21,25 @@ import (
 // fetched in order, and a backend that does not have one yet stops the
 // scan there) and none is counted twice (a found txid is found once).
 //
-// The scan position is memory only, and deliberately nothing more than an
-// optimisation: a worker that lost it (a restart, a flight reloaded from
-// its stream) does not watch the txid and asks about it by txid as
-// before, so its loss costs lookups, never a wrong outcome. A txid the
-// scan has covered for watchSlack solid blocks without finding it, or one
-// registered behind blocks the scan no longer remembers, falls back to
-// those lookups too (a dropped transaction is found that way and resent).
+// The scan position is durable because it is derived from the log, not
+// kept beside it: every txid in flight has its envelope in the log, and
+// the envelope's reference block was read before its bytes were built, so
+// no block at or below it can hold them. A worker that takes a flight
+// over without having sent it (a restart, a crash, a lapsed lease: see
+// Worker.adopt) asks the node by txid once — the doubt the handover left —
+// and then watches the txid from the block after that reference block: a
+// fresh scan starts at the earliest such block of the txids it watches, a
+// running one goes back to it (the blocks in between are fetched again;
+// recentBlocks bounds how far). So a restart resumes where the log says
+// the chain can hold what is in flight: no block that can hold one of
+// them is skipped, and a block fetched twice counts nothing twice (a
+// found txid is found once, a withdrawal confirmed once). There is no
+// separate cursor to trust, to protect, or to lose. A txid the scan has
+// covered for watchSlack solid blocks past the block it was expected in
+// without finding it, or one registered behind blocks the scan can no
+// longer go back to, falls back to lookups by txid (a dropped transaction
+// is found that way and resent), so a lost watch costs lookups, never a
+// wrong outcome.
 //
 // The head blocks are followed too, for a narrower question: was a txid
 // included at all, or dropped from the pool? Solid blocks trail the head
@@ -60,6 +72,7 @@ type chainWatch struct {
 // watchedTx is one txid under watch.
 type watchedTx struct {
 	from    int64        // the first block that can hold it
+	due     int64        // the solid head past which, not found, it is asked about by txid
 	covered bool         // every block from `from` up to next-1 was scanned for it
 	found   *tron.TxInfo // its receipt, once a scanned block held it
 	// included: a head block at or after from held it — a hint that it
@@ -67,9 +80,10 @@ type watchedTx struct {
 	included bool
 }
 
-// watchSlack is how many solid blocks past the first one that could hold
-// a watched txid the scan covers before the worker asks the node about it
-// by txid (was it dropped from the pool?).
+// watchSlack is how many solid blocks past the one a watched txid is
+// expected in (the first that could hold it, for a send of this worker)
+// the scan covers before the worker asks the node about it by txid (was
+// it dropped from the pool?).
 const watchSlack = 5
 
 // recentBlocks bounds the scanned blocks remembered for registrations
@@ -83,19 +97,48 @@ func newChainWatch() *chainWatch {
 	return &chainWatch{watched: map[[32]byte]*watchedTx{}, recent: map[int64][][32]byte{}}
 }
 
-// watch starts watching txid from block from on.
+// watch starts watching txid, sent by this worker, from block from on:
+// it is expected in block from, the first after the head read before the
+// send.
 func (cw *chainWatch) watch(txid [32]byte, from int64) {
+	cw.add(txid, from, from+watchSlack)
+}
+
+// adopt starts watching txid, taken over from the log rather than sent
+// by this worker, from block from on (the block after its envelope's
+// reference block); expected is the block it is expected in (the block a
+// lookup found it in, or the one after the head).
+func (cw *chainWatch) adopt(txid [32]byte, from, expected int64) {
+	cw.add(txid, from, max(from, expected)+watchSlack)
+}
+
+// watching reports whether txid is watched.
+func (cw *chainWatch) watching(txid [32]byte) bool {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	_, ok := cw.watched[txid]
+	return ok
+}
+
+func (cw *chainWatch) add(txid [32]byte, from, due int64) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	if _, ok := cw.watched[txid]; ok {
 		return // a resend: the first send's lower bound stands
 	}
-	wt := &watchedTx{from: from, covered: true}
+	wt := &watchedTx{from: from, due: due, covered: true}
 	if cw.next > 0 && from < cw.next {
 		for n := from; n < cw.next; n++ {
 			ids, ok := cw.recent[n]
 			if !ok {
-				wt.covered = false // scanned and forgotten: the lookups decide
+				if cw.next-from <= recentBlocks {
+					// Never fetched since the scan (re)started: go back to
+					// it. The blocks in between are fetched again, which
+					// finds nothing twice (found is set once).
+					cw.next = from
+				} else {
+					wt.covered = false // too far back: the lookups decide
+				}
 				break
 			}
 			for _, id := range ids {
@@ -139,7 +182,7 @@ func (cw *chainWatch) status(txid [32]byte) (found *tron.TxInfo, wait bool) {
 		f := *wt.found
 		return &f, false
 	}
-	return nil, cw.solid < wt.from+watchSlack
+	return nil, cw.solid < wt.due
 }
 
 // included reports whether a head block since txid's send held it (a
@@ -257,9 +300,20 @@ func (cw *chainWatch) follow(ctx context.Context, node tron.Node, callCtx func(c
 		cw.solid = head.Number
 	}
 	if cw.next == 0 {
+		// A fresh scan starts at the first block any watched txid can be
+		// in, but no more than recentBlocks back: a txid that can be in
+		// an earlier block is left to the lookups.
 		cw.next = head.Number + 1
 		for _, wt := range cw.watched {
 			cw.next = min(cw.next, wt.from)
+		}
+		if floor := head.Number + 1 - recentBlocks; cw.next < floor {
+			cw.next = floor
+			for _, wt := range cw.watched {
+				if wt.from < floor {
+					wt.covered = false
+				}
+			}
 		}
 	}
 	next := cw.next

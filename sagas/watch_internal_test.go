@@ -137,3 +137,97 @@ func TestADropLookupWaitsForAWorkingHeadScanOnly(t *testing.T) {
 		t.Fatal("a txid the scan does not watch must not wait")
 	}
 }
+
+// solidBlocks is a solid view with head solid whose block num holds the
+// txids in blocks; it records the blocks fetched.
+type solidBlocks struct {
+	tron.Node
+	solid   int64
+	blocks  map[int64][][32]byte
+	fetched []int64
+}
+
+func (s *solidBlocks) SolidHead(context.Context) (tron.BlockHeader, error) {
+	return tron.BlockHeader{Number: s.solid}, nil
+}
+
+func (s *solidBlocks) SolidTxInfosByBlockNum(_ context.Context, num int64) ([]tron.TxInfo, error) {
+	if num > s.solid {
+		return nil, tron.ErrBlockNotSolid
+	}
+	s.fetched = append(s.fetched, num)
+	var out []tron.TxInfo
+	for _, id := range s.blocks[num] {
+		out = append(out, tron.TxInfo{TxID: id, BlockNumber: num, Receipt: tron.ReceiptSuccess})
+	}
+	return out, nil
+}
+
+// A txid taken over from the log is watched from the block after its
+// reference block: a fresh scan starts there; a running scan goes back to
+// it (fetching the blocks in between again finds nothing twice); one so
+// far back the scan cannot go back (more than recentBlocks) is left to the
+// lookups, as is one a fresh scan would have to start more than
+// recentBlocks behind the solid head for. A txid is expected where the
+// lookup found it, so the slack is counted from there, not from the
+// reference block.
+func TestTheSolidScanResumesFromWhereTheLogSaysATxidCanBe(t *testing.T) {
+	ctx := context.Background()
+	callCtx := func(ctx context.Context) (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+	a, b, c, d := [32]byte{1}, [32]byte{2}, [32]byte{3}, [32]byte{4}
+	node := &solidBlocks{solid: 110, blocks: map[int64][][32]byte{105: {a}, 103: {b}, 130: {a}}}
+	cw := newChainWatch()
+	follow := func(solid int64) []int64 {
+		t.Helper()
+		node.solid, node.fetched = solid, nil
+		if err := cw.follow(ctx, node, callCtx); err != nil {
+			t.Fatal(err)
+		}
+		return node.fetched
+	}
+
+	cw.adopt(a, 101, 120) // reference block 100; a lookup found it in head block 120
+	if got := follow(110); !slices.Equal(got, []int64{101, 102, 103, 104, 105, 106, 107, 108, 109, 110}) {
+		t.Fatalf("fresh scan fetched %v, want 101..110", got)
+	}
+	if found, _ := cw.status(a); found == nil || found.BlockNumber != 105 {
+		t.Fatalf("a not found in 105: %+v", found)
+	}
+	cw.adopt(b, 102, 115)
+	if _, wait := cw.status(b); wait {
+		t.Fatal("b is in block 103, already passed (the scan remembers its txids, not its receipts): the lookups settle it")
+	}
+	if got := follow(112); !slices.Equal(got, []int64{111, 112}) {
+		t.Fatalf("b's blocks were fetched already and are remembered: fetched %v", got)
+	}
+
+	cw.unwatch(a)
+	cw.unwatch(b)
+	follow(112) // nothing watched: the scan resets
+	cw.adopt(c, 400, 418)
+	follow(420)
+	cw.adopt(d, 300, 305) // behind the fresh scan's first block: it goes back
+	if got := follow(420); len(got) == 0 || got[0] != 300 {
+		t.Fatalf("after a takeover behind the scan it fetched %v, want from 300", got)
+	}
+	if _, wait := cw.status(c); !wait {
+		t.Fatal("c is expected in 418 and the solid head is 420 < 418+slack: wait for the scan")
+	}
+
+	e := [32]byte{5}
+	cw.adopt(e, 1, 5) // further back than the scan goes
+	if _, wait := cw.status(e); wait {
+		t.Fatal("a txid the scan cannot go back to must be left to the lookups")
+	}
+	cw.unwatch(c)
+	cw.unwatch(d)
+	cw.unwatch(e)
+	follow(1000)
+	cw.adopt(e, 10, 990)
+	if got := follow(1000); len(got) != recentBlocks || got[0] != 1000-recentBlocks+1 {
+		t.Fatalf("a fresh scan for a txid 990 blocks back fetched %d blocks from %d, want the last %d", len(got), got[0], recentBlocks)
+	}
+	if _, wait := cw.status(e); wait {
+		t.Fatal("blocks below the fresh scan's floor hold e unscanned: the lookups decide")
+	}
+}

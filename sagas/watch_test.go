@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/weir-payouts/weir/aggregate"
 	"github.com/weir-payouts/weir/sagas"
 	"github.com/weir-payouts/weir/tron"
 )
@@ -108,4 +110,88 @@ func TestAcceptedTransactionsCostOneBroadcastEachAndNoLookup(t *testing.T) {
 	if per := float64(total) / float64(len(ids)); per > 1.5 {
 		t.Fatalf("%.2f node calls per withdrawal, want ≤ 1.5", per)
 	}
+}
+
+// Issue 12, item 2: the scan position is durable — it is the log. A
+// worker that dies with eight withdrawals sent and in blocks, none solid
+// yet, leaves no position of its own behind; a fresh worker (another
+// process, after the leases lapsed) takes each over, asks the node once by
+// txid (the doubt the crash left), and then follows the solid blocks from
+// the earliest block any of them can be in — the block after its
+// envelope's reference block, which the log holds — instead of asking by
+// txid on every pass. No block is missed (each is confirmed, from the
+// block that holds it), none is counted twice (each block's receipts are
+// fetched once, each withdrawal confirmed once), and no block below that
+// lower bound is fetched.
+func TestARestartedWorkerResumesTheBlockScanFromTheLog(t *testing.T) {
+	r := newBCRig(t)
+	ids := r.readyMany("resume", 8)
+	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 8 })
+	r.until(10, func() bool {
+		for _, id := range ids {
+			if w := r.load(id); w.Sends == 0 {
+				return false
+			}
+		}
+		return true
+	}, w1)
+	// w1 is gone, with everything it had in memory. The chain moves on.
+	r.sim.Advance(3)
+	from := int64(0)
+	for _, id := range ids {
+		w := r.load(id)
+		if w.Terminal() {
+			t.Fatalf("%s is %s before the restart; the test wants them in flight", id, w.State)
+		}
+		if from == 0 || w.Envelope.RefBlockNum+1 < from {
+			from = w.Envelope.RefBlockNum + 1
+		}
+	}
+	r.clock.Advance(bcLease + time.Second)
+
+	var mu sync.Mutex
+	calls := map[tron.NodeMethod]int{}
+	blocks := map[int64]int{}
+	r.node.Before = func(_ context.Context, m tron.NodeMethod) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[m]++
+		return nil
+	}
+	r.node.Node = &countingInfos{Node: r.sim, blocks: blocks, mu: &mu}
+	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Inflight = 8 })
+	r.until(60, r.allTerminal(ids), w2)
+	r.allPaidOnce(ids)
+	for _, id := range ids {
+		if n := bcCount(r.events(id), aggregate.EventConfirmed); n != 1 {
+			t.Fatalf("%s confirmed %d times", id, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("node calls after the restart: %v; blocks scanned from %d (lower bound %d)", calls, minKey(blocks), from)
+	if calls[tron.NodeSolidLookup] != 0 {
+		t.Fatalf("%d solid lookups by txid; the resumed block scan should have answered", calls[tron.NodeSolidLookup])
+	}
+	if calls[tron.NodeLookup] > len(ids) {
+		t.Fatalf("%d lookups by txid for %d withdrawals taken over: one each (the crash's doubt) at most", calls[tron.NodeLookup], len(ids))
+	}
+	for n, c := range blocks {
+		if c != 1 {
+			t.Fatalf("the receipts of block %d were fetched %d times", n, c)
+		}
+		if n < from {
+			t.Fatalf("block %d fetched, below the earliest block (%d) the log says any of them can be in", n, from)
+		}
+	}
+}
+
+func minKey(m map[int64]int) int64 {
+	first := int64(0)
+	for n := range m {
+		if first == 0 || n < first {
+			first = n
+		}
+	}
+	return first
 }
