@@ -56,6 +56,7 @@ func (wk *Worker) adopt(ctx context.Context, f *flight, st tron.TxStatus) error 
 			return err
 		}
 		expected = head.Number + 1
+		f.mem().askedAt[env.TxID] = head.Number // the lookup just made counts as this block's
 	} else {
 		f.mem().seen[env.TxID] = true
 	}
