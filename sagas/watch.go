@@ -339,6 +339,12 @@ func (cw *chainWatch) follow(ctx context.Context, node tron.Node, callCtx func(c
 		}
 		cw.recent[n] = ids
 		delete(cw.recent, n-recentBlocks)
+		if cw.next != n {
+			// A takeover sent the scan back while this block was being
+			// fetched: the next follow resumes from there.
+			cw.mu.Unlock()
+			return nil
+		}
 		cw.next = n + 1
 		cw.mu.Unlock()
 	}

@@ -145,6 +145,7 @@ type solidBlocks struct {
 	solid   int64
 	blocks  map[int64][][32]byte
 	fetched []int64
+	during  func(num int64) // called while block num is fetched (the watch's lock is not held)
 }
 
 func (s *solidBlocks) SolidHead(context.Context) (tron.BlockHeader, error) {
@@ -156,6 +157,9 @@ func (s *solidBlocks) SolidTxInfosByBlockNum(_ context.Context, num int64) ([]tr
 		return nil, tron.ErrBlockNotSolid
 	}
 	s.fetched = append(s.fetched, num)
+	if s.during != nil {
+		s.during(num)
+	}
 	var out []tron.TxInfo
 	for _, id := range s.blocks[num] {
 		out = append(out, tron.TxInfo{TxID: id, BlockNumber: num, Receipt: tron.ReceiptSuccess})
@@ -229,5 +233,33 @@ func TestTheSolidScanResumesFromWhereTheLogSaysATxidCanBe(t *testing.T) {
 	}
 	if _, wait := cw.status(e); wait {
 		t.Fatal("blocks below the fresh scan's floor hold e unscanned: the lookups decide")
+	}
+}
+
+// A takeover that sends the scan back while a follow is fetching blocks
+// is not undone by that follow: the blocks it went back to are fetched by
+// the next one, so the txid taken over is found by the scan, not left to
+// the lookups.
+func TestATakeoverDuringAFollowIsNotUndoneByIt(t *testing.T) {
+	ctx := context.Background()
+	callCtx := func(ctx context.Context) (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+	a, b := [32]byte{1}, [32]byte{2}
+	node := &solidBlocks{solid: 120, blocks: map[int64][][32]byte{95: {b}}}
+	cw := newChainWatch()
+	cw.watch(a, 110)
+	node.during = func(n int64) {
+		if n == 112 {
+			cw.adopt(b, 90, 96) // reference block 89: behind the scan's first block
+		}
+	}
+	if err := cw.follow(ctx, node, callCtx); err != nil {
+		t.Fatal(err)
+	}
+	node.during = nil
+	if err := cw.follow(ctx, node, callCtx); err != nil {
+		t.Fatal(err)
+	}
+	if found, _ := cw.status(b); found == nil || found.BlockNumber != 95 {
+		t.Fatalf("b, taken over mid-follow, not found in block 95 by the scan (fetched %v)", node.fetched)
 	}
 }
