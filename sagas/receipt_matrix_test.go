@@ -372,8 +372,8 @@ func (n failingLookups) SolidLookup(ctx context.Context, id [32]byte) (tron.TxSt
 func TestSuccessReceiptNeverRebuilds(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		later int64 // blocks the chain moves between the crash and the takeover
-		lies  int   // lies met
+		later int // blocks the chain moves between the crash and the takeover
+		lies  int // lies met
 	}{
 		{"within the scan's reach", 0, 0},
 		{"behind the scan's reach", 300, 1},
@@ -386,7 +386,7 @@ func TestSuccessReceiptNeverRebuilds(t *testing.T) {
 			if _, err := w1.Drive(r.ctx, id); !errors.Is(err, sagas.ErrCrashed) {
 				t.Fatalf("drive: %v", err)
 			}
-			r.sim.Advance(int(tc.later))
+			r.sim.Advance(tc.later)
 			r.clock.Advance(2 * bcLease)
 			w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Gate = mon; c.Node = failingLookups{r.node} })
 			r.gated(mon, 60, r.terminal(id), w2)

@@ -71,21 +71,21 @@ func (wk *Worker) adopt(ctx context.Context, f *flight, st tron.TxStatus) error 
 // sent again, as in reconcile.
 func (wk *Worker) confirm(ctx context.Context, f *flight) (stepResult, error) {
 	txid := f.w.Envelope.TxID
-	if id, err := tron.ParseTxID(txid); err == nil && !wk.chain.watching(id) && f.w.Envelope.RefBlockNum > 0 {
-		// Taken over from the log (its acceptance recorded by another
-		// worker, or before a restart): one lookup, then the scan.
-		st, err := wk.lookup(ctx, txid)
-		if err != nil {
-			return stepWait, err
-		}
-		if err := wk.adopt(ctx, f, st); err != nil {
-			return stepWait, err
-		}
-		if st.State == tron.TxUnknown {
-			return wk.resendOrProve(ctx, f)
-		}
-	}
 	if id, err := tron.ParseTxID(txid); err == nil {
+		if !wk.chain.watching(id) && f.w.Envelope.RefBlockNum > 0 {
+			// Taken over from the log (its acceptance recorded by another
+			// worker, or before a restart): one lookup, then the scan.
+			st, err := wk.lookup(ctx, txid)
+			if err != nil {
+				return stepWait, err
+			}
+			if err := wk.adopt(ctx, f, st); err != nil {
+				return stepWait, err
+			}
+			if st.State == tron.TxUnknown {
+				return wk.resendOrProve(ctx, f)
+			}
+		}
 		found, wait := wk.chain.status(id)
 		if found != nil {
 			next, err := wk.settle(ctx, f, statusOf(*found))

@@ -87,7 +87,8 @@ type watchedTx struct {
 const watchSlack = 5
 
 // recentBlocks bounds the scanned blocks remembered for registrations
-// that arrive behind the scan.
+// that arrive behind the scan, and how far back a takeover sends the scan
+// (or a fresh scan starts behind the solid head).
 const recentBlocks = 256
 
 // maxHeadScanPerFollow bounds the head blocks one follow fetches.

@@ -19,11 +19,16 @@ type headBlocks struct {
 
 func (h *headBlocks) TxInfosByBlockNum(_ context.Context, num int64) ([]tron.TxInfo, error) {
 	h.asked = append(h.asked, num)
+	return succeeded(h.blocks[num], num), nil
+}
+
+// succeeded is block num's receipts: each of ids, SUCCESS.
+func succeeded(ids [][32]byte, num int64) []tron.TxInfo {
 	var out []tron.TxInfo
-	for _, id := range h.blocks[num] {
+	for _, id := range ids {
 		out = append(out, tron.TxInfo{TxID: id, BlockNumber: num, Receipt: tron.ReceiptSuccess})
 	}
-	return out, nil
+	return out
 }
 
 // The head scan is bounded: it calls nothing (not even the head) while no
@@ -160,11 +165,7 @@ func (s *solidBlocks) SolidTxInfosByBlockNum(_ context.Context, num int64) ([]tr
 	if s.during != nil {
 		s.during(num)
 	}
-	var out []tron.TxInfo
-	for _, id := range s.blocks[num] {
-		out = append(out, tron.TxInfo{TxID: id, BlockNumber: num, Receipt: tron.ReceiptSuccess})
-	}
-	return out, nil
+	return succeeded(s.blocks[num], num), nil
 }
 
 // A txid taken over from the log is watched from the block after its

@@ -20,22 +20,13 @@ import (
 func TestConfirmationFollowsTheSolidBlocksNotEachTxid(t *testing.T) {
 	r := newBCRig(t)
 	ids := r.readyMany("scan", 8)
-	var mu sync.Mutex
-	calls := map[tron.NodeMethod]int{}
-	blocks := map[int64]int{}
-	r.node.Before = func(_ context.Context, m tron.NodeMethod) error {
-		mu.Lock()
-		defer mu.Unlock()
-		calls[m]++
-		return nil
-	}
-	infos := &countingInfos{Node: r.sim, blocks: blocks, mu: &mu}
-	r.node.Node = infos
+	n := r.countNodeCalls()
 	w1 := r.worker("w1", func(c *sagas.WorkerConfig) { c.Inflight = 8 })
 	r.until(60, r.allTerminal(ids), w1)
 	r.allPaidOnce(ids)
-	mu.Lock()
-	defer mu.Unlock()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	calls, blocks := n.calls, n.blocks
 	t.Logf("node calls: %v", calls)
 	if calls[tron.NodeSolidLookup] != 0 {
 		t.Fatalf("%d solid lookups by txid; the block scan should have answered", calls[tron.NodeSolidLookup])
@@ -56,6 +47,26 @@ func TestConfirmationFollowsTheSolidBlocksNotEachTxid(t *testing.T) {
 			t.Fatalf("the receipts of block %d were fetched %d times", n, c)
 		}
 	}
+}
+
+// nodeCounts is what countNodeCalls counts.
+type nodeCounts struct {
+	mu     sync.Mutex
+	calls  map[tron.NodeMethod]int // node calls by method
+	blocks map[int64]int           // receipts fetched, by solid block
+}
+
+// countNodeCalls makes r's node count its calls from now on.
+func (r *bcRig) countNodeCalls() *nodeCounts {
+	n := &nodeCounts{calls: map[tron.NodeMethod]int{}, blocks: map[int64]int{}}
+	r.node.Before = func(_ context.Context, m tron.NodeMethod) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.calls[m]++
+		return nil
+	}
+	r.node.Node = &countingInfos{Node: r.sim, blocks: n.blocks, mu: &n.mu}
+	return n
 }
 
 // countingInfos counts SolidTxInfosByBlockNum calls per block.
@@ -149,16 +160,7 @@ func TestARestartedWorkerResumesTheBlockScanFromTheLog(t *testing.T) {
 	}
 	r.clock.Advance(bcLease + time.Second)
 
-	var mu sync.Mutex
-	calls := map[tron.NodeMethod]int{}
-	blocks := map[int64]int{}
-	r.node.Before = func(_ context.Context, m tron.NodeMethod) error {
-		mu.Lock()
-		defer mu.Unlock()
-		calls[m]++
-		return nil
-	}
-	r.node.Node = &countingInfos{Node: r.sim, blocks: blocks, mu: &mu}
+	counts := r.countNodeCalls()
 	w2 := r.worker("w2", func(c *sagas.WorkerConfig) { c.Inflight = 8 })
 	r.until(60, r.allTerminal(ids), w2)
 	r.allPaidOnce(ids)
@@ -167,9 +169,10 @@ func TestARestartedWorkerResumesTheBlockScanFromTheLog(t *testing.T) {
 			t.Fatalf("%s confirmed %d times", id, n)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("node calls after the restart: %v; blocks scanned from %d (lower bound %d)", calls, minKey(blocks), from)
+	counts.mu.Lock()
+	defer counts.mu.Unlock()
+	calls, blocks := counts.calls, counts.blocks
+	t.Logf("node calls after the restart: %v; blocks scanned from the lower bound %d", calls, from)
 	if calls[tron.NodeSolidLookup] != 0 {
 		t.Fatalf("%d solid lookups by txid; the resumed block scan should have answered", calls[tron.NodeSolidLookup])
 	}
@@ -184,14 +187,4 @@ func TestARestartedWorkerResumesTheBlockScanFromTheLog(t *testing.T) {
 			t.Fatalf("block %d fetched, below the earliest block (%d) the log says any of them can be in", n, from)
 		}
 	}
-}
-
-func minKey(m map[int64]int) int64 {
-	first := int64(0)
-	for n := range m {
-		if first == 0 || n < first {
-			first = n
-		}
-	}
-	return first
 }
